@@ -1,0 +1,209 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * Memory, errors and the output writer.  A rewritten message is a list
+ * of segments: large unchanged pieces of the input are referenced, not
+ * copied; new bytes go into blocks that grow geometrically, so nothing
+ * is sized twice and a huge output is never one huge allocation.
+ */
+
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "oip_internal.h"
+
+
+#define OIP_BLOCK_MAX        (1024 * 1024)
+
+
+void *
+oip_alloc(oip_ctx_t *c, size_t size)
+{
+    void  *p;
+
+    p = c->alloc->alloc(c->alloc->data, size ? size : 1);
+
+    if (p == NULL) {
+        oip_fail(c, 500, "out of memory");
+    }
+
+    return p;
+}
+
+
+void
+oip_free(oip_ctx_t *c, void *p)
+{
+    if (p != NULL && c->alloc->free != NULL) {
+        c->alloc->free(c->alloc->data, p);
+    }
+}
+
+
+int
+oip_fail(oip_ctx_t *c, int status, const char *fmt, ...)
+{
+    va_list  args;
+
+    /* the first error is the one the client sees */
+
+    if (c->status == 0) {
+        c->status = status;
+
+        va_start(args, fmt);
+        vsnprintf(c->error, OIP_ERROR_LEN, fmt, args);
+        va_end(args);
+    }
+
+    return -1;
+}
+
+
+int
+oip_count_tensor(oip_ctx_t *c, size_t n)
+{
+    if (n > c->max_tensor_size - c->tensor_bytes) {
+        return oip_fail(c, 413, "tensor data exceeds oip_max_tensor_size "
+                        "(%zu bytes)", c->max_tensor_size);
+    }
+
+    c->tensor_bytes += n;
+
+    return 0;
+}
+
+
+size_t
+oip_cut(const u_char *p, size_t len, size_t max)
+{
+    if (len <= max) {
+        return len;
+    }
+
+    /* do not split a UTF-8 sequence */
+
+    while (max > 0 && (p[max] & 0xc0) == 0x80) {
+        max--;
+    }
+
+    return max;
+}
+
+
+void
+oip_out_init(oip_out_t *o, oip_ctx_t *c, size_t first)
+{
+    memset(o, 0, sizeof(oip_out_t));
+
+    o->ctx = c;
+    o->next = first;
+}
+
+
+static int
+oip_out_push(oip_out_t *o, const u_char *data, size_t len)
+{
+    size_t      cap;
+    oip_seg_t  *segs;
+
+    if (o->nsegs == o->cap) {
+        cap = o->cap ? o->cap * 2 : 16;
+
+        segs = oip_alloc(o->ctx, cap * sizeof(oip_seg_t));
+        if (segs == NULL) {
+            return -1;
+        }
+
+        if (o->nsegs) {
+            memcpy(segs, o->segs, o->nsegs * sizeof(oip_seg_t));
+        }
+
+        oip_free(o->ctx, o->segs);
+
+        o->segs = segs;
+        o->cap = cap;
+    }
+
+    o->segs[o->nsegs].data = data;
+    o->segs[o->nsegs].len = len;
+    o->nsegs++;
+    o->total += len;
+
+    return 0;
+}
+
+
+int
+oip_out_cut(oip_out_t *o)
+{
+    u_char  *mark;
+
+    if (o->pos == o->mark) {
+        return 0;
+    }
+
+    mark = o->mark;
+    o->mark = o->pos;
+
+    return oip_out_push(o, mark, o->pos - mark);
+}
+
+
+int
+oip_out_grow(oip_out_t *o, size_t n)
+{
+    size_t   size;
+    u_char  *block;
+
+    if (oip_out_cut(o) != 0) {
+        return -1;
+    }
+
+    size = oip_max(o->next, n);
+
+    block = oip_alloc(o->ctx, size);
+    if (block == NULL) {
+        return -1;
+    }
+
+    o->pos = block;
+    o->mark = block;
+    o->end = block + size;
+
+    if (o->next < OIP_BLOCK_MAX) {
+        o->next *= 2;
+    }
+
+    return 0;
+}
+
+
+int
+oip_out_write(oip_out_t *o, const void *data, size_t len)
+{
+    if (oip_out_reserve(o, len) != 0) {
+        return -1;
+    }
+
+    memcpy(o->pos, data, len);
+    o->pos += len;
+
+    return 0;
+}
+
+
+int
+oip_out_ref(oip_out_t *o, const u_char *data, size_t len)
+{
+    if (len < OIP_REF_MIN) {
+        return len ? oip_out_write(o, data, len) : 0;
+    }
+
+    if (oip_out_cut(o) != 0) {
+        return -1;
+    }
+
+    return oip_out_push(o, data, len);
+}

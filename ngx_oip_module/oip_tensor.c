@@ -1,0 +1,727 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * Tensors: the thirteen datatypes, JSON "data" to little-endian binary
+ * and back.  One pass over the tensor text, no allocation per element.
+ */
+
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "oip_internal.h"
+
+
+const oip_dtype_t  oip_dtypes[] = {
+    { "BOOL",   4, 1 },
+    { "UINT8",  5, 1 },
+    { "UINT16", 6, 2 },
+    { "UINT32", 6, 4 },
+    { "UINT64", 6, 8 },
+    { "INT8",   4, 1 },
+    { "INT16",  5, 2 },
+    { "INT32",  5, 4 },
+    { "INT64",  5, 8 },
+    { "FP16",   4, 2 },
+    { "BF16",   4, 2 },
+    { "FP32",   4, 4 },
+    { "FP64",   4, 8 },
+    { "BYTES",  5, 0 },
+    { NULL,     0, 0 }
+};
+
+
+/* the largest magnitude of each integer type, positive and negative */
+
+static const uint64_t  oip_int_max[] = {
+    [OIP_UINT8] = UINT8_MAX, [OIP_UINT16] = UINT16_MAX,
+    [OIP_UINT32] = UINT32_MAX, [OIP_UINT64] = UINT64_MAX,
+    [OIP_INT8] = INT8_MAX, [OIP_INT16] = INT16_MAX,
+    [OIP_INT32] = INT32_MAX, [OIP_INT64] = INT64_MAX
+};
+
+static const uint64_t  oip_int_negmax[] = {
+    [OIP_INT8] = 128, [OIP_INT16] = 32768,
+    [OIP_INT32] = 2147483648ULL, [OIP_INT64] = 9223372036854775808ULL
+};
+
+
+static int oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
+    const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+static const char *oip_shape_str(const oip_tensor_t *t, char *buf,
+    size_t size);
+static int oip_leaf(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
+    uint64_t i, oip_out_t *bytes);
+static int oip_data_flat(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
+    oip_out_t *bytes);
+static int oip_data_nested(oip_json_t *j, const oip_tensor_t *t,
+    u_char *dst, oip_out_t *bytes);
+
+
+static inline void
+oip_put16(u_char *p, uint16_t v)
+{
+    p[0] = (u_char) v;
+    p[1] = (u_char) (v >> 8);
+}
+
+
+static inline void
+oip_put32(u_char *p, uint32_t v)
+{
+    p[0] = (u_char) v;
+    p[1] = (u_char) (v >> 8);
+    p[2] = (u_char) (v >> 16);
+    p[3] = (u_char) (v >> 24);
+}
+
+
+static inline void
+oip_put64(u_char *p, uint64_t v)
+{
+    oip_put32(p, (uint32_t) v);
+    oip_put32(p + 4, (uint32_t) (v >> 32));
+}
+
+
+static inline uint16_t
+oip_get16(const u_char *p)
+{
+    return (uint16_t) (p[0] | (p[1] << 8));
+}
+
+
+static inline uint32_t
+oip_get32(const u_char *p)
+{
+    return (uint32_t) p[0] | ((uint32_t) p[1] << 8)
+           | ((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
+}
+
+
+static inline uint64_t
+oip_get64(const u_char *p)
+{
+    return (uint64_t) oip_get32(p) | ((uint64_t) oip_get32(p + 4) << 32);
+}
+
+
+oip_dtype_e
+oip_dtype_find(const u_char *s, size_t len)
+{
+    int  i;
+
+    for (i = 0; oip_dtypes[i].name; i++) {
+        if (oip_dtypes[i].len == len
+            && memcmp(oip_dtypes[i].name, s, len) == 0)
+        {
+            return (oip_dtype_e) i;
+        }
+    }
+
+    return OIP_DT_NONE;
+}
+
+
+static int
+oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
+    const char *fmt, ...)
+{
+    char     msg[OIP_ERROR_LEN];
+    va_list  args;
+
+    va_start(args, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, args);
+    va_end(args);
+
+    return oip_fail(c, status, "input '%.*s': %s",
+                    (int) oip_cut(t->name->data, t->name->len, OIP_NAME_MAX),
+                    t->name->data, msg);
+}
+
+
+static const char *
+oip_shape_str(const oip_tensor_t *t, char *buf, size_t size)
+{
+    size_t  i, n;
+
+    n = 0;
+    buf[n++] = '[';
+
+    for (i = 0; i < t->rank && n + 24 < size; i++) {
+        n += snprintf(buf + n, size - n, i ? ",%llu" : "%llu",
+                      (unsigned long long) t->shape[i]);
+    }
+
+    if (i < t->rank) {
+        n += snprintf(buf + n, size - n, ",...");
+    }
+
+    snprintf(buf + n, size - n, "]");
+
+    return buf;
+}
+
+
+static int
+oip_leaf(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
+    oip_out_t *bytes)
+{
+    float          f;
+    double         d;
+    size_t         len;
+    u_char         c;
+    uint16_t       h;
+    uint32_t       u;
+    uint64_t       m;
+    oip_str_t      s;
+    oip_num_t      n;
+    oip_dtype_e    dt;
+
+    dt = t->dt;
+    c = *j->p;
+
+    if (dt == OIP_BOOL) {
+        if (c == 't' && j->end - j->p >= 4 && memcmp(j->p, "true", 4) == 0) {
+            j->p += 4;
+            if (dst) {
+                dst[i] = 1;
+            }
+            return 0;
+        }
+
+        if (c == 'f' && j->end - j->p >= 5 && memcmp(j->p, "false", 5) == 0)
+        {
+            j->p += 5;
+            if (dst) {
+                dst[i] = 0;
+            }
+            return 0;
+        }
+
+        return oip_tensor_fail(j->ctx, t, 400,
+                               "element %llu: expected true or false",
+                               (unsigned long long) i);
+    }
+
+    if (dt == OIP_BYTES) {
+        if (c != '"') {
+            return oip_tensor_fail(j->ctx, t, 400,
+                                   "element %llu: expected a string",
+                                   (unsigned long long) i);
+        }
+
+        if (oip_json_string(j, &s) != 0) {
+            return -1;
+        }
+
+        if (bytes == NULL) {
+            return oip_count_tensor(j->ctx, 4 + oip_json_unescaped_len(&s));
+        }
+
+        if (oip_out_reserve(bytes, 4 + s.len) != 0) {
+            return -1;
+        }
+
+        len = oip_json_unescape(bytes->pos + 4, &s);
+
+        if (len > UINT32_MAX) {
+            return oip_tensor_fail(j->ctx, t, 400, "element %llu: a BYTES "
+                                   "element is limited to 4 GB",
+                                   (unsigned long long) i);
+        }
+
+        oip_put32(bytes->pos, (uint32_t) len);
+        bytes->pos += 4 + len;
+
+        return oip_count_tensor(j->ctx, 4 + len);
+    }
+
+    if (c != '-' && (c < '0' || c > '9') && c != 'N' && c != 'I') {
+        return oip_tensor_fail(j->ctx, t, 400,
+                               "element %llu: expected a number",
+                               (unsigned long long) i);
+    }
+
+    if (oip_json_number(j, &n) != 0) {
+        return -1;
+    }
+
+    switch (dt) {
+
+    case OIP_FP32:
+        oip_num_float(&n, &f);
+
+        if (isinf(f) && !n.special) {
+            goto range;
+        }
+
+        if (dst) {
+            memcpy(&u, &f, 4);
+            oip_put32(dst + i * 4, u);
+        }
+
+        return 0;
+
+    case OIP_FP64:
+        oip_num_double(&n, &d);
+
+        if (isinf(d) && !n.special) {
+            goto range;
+        }
+
+        if (dst) {
+            memcpy(&m, &d, 8);
+            oip_put64(dst + i * 8, m);
+        }
+
+        return 0;
+
+    case OIP_FP16:
+    case OIP_BF16:
+        oip_num_double(&n, &d);
+
+        if (dt == OIP_FP16) {
+            h = oip_double_to_fp16(d);
+
+            if ((h & 0x7fff) == 0x7c00 && !n.special) {
+                goto range;
+            }
+
+        } else {
+            h = oip_double_to_bf16(d);
+
+            if ((h & 0x7fff) == 0x7f80 && !n.special) {
+                goto range;
+            }
+        }
+
+        if (dst) {
+            oip_put16(dst + i * 2, h);
+        }
+
+        return 0;
+
+    default:
+        break;
+    }
+
+    /* integers, exactly */
+
+    switch (oip_num_u64(&n, &m)) {
+
+    case OIP_NUM_NOT_INT:
+        return oip_tensor_fail(j->ctx, t, 400,
+                               "element %llu: %.*s is not an integer",
+                               (unsigned long long) i,
+                               (int) oip_min(n.end - n.start, 40),
+                               n.start);
+
+    case OIP_NUM_RANGE:
+        goto range;
+    }
+
+    if (n.neg) {
+        if (dt < OIP_INT8 || m > oip_int_negmax[dt]) {
+            goto range;
+        }
+
+        m = (uint64_t) 0 - m;
+
+    } else if (m > oip_int_max[dt]) {
+        goto range;
+    }
+
+    if (dst) {
+        switch (oip_dtypes[dt].size) {
+        case 1:
+            dst[i] = (u_char) m;
+            break;
+        case 2:
+            oip_put16(dst + i * 2, (uint16_t) m);
+            break;
+        case 4:
+            oip_put32(dst + i * 4, (uint32_t) m);
+            break;
+        default:
+            oip_put64(dst + i * 8, m);
+        }
+    }
+
+    return 0;
+
+range:
+
+    return oip_tensor_fail(j->ctx, t, 400,
+                           "element %llu: %.*s is out of range for %s",
+                           (unsigned long long) i,
+                           (int) oip_min(n.end - n.start, 40), n.start,
+                           oip_dtypes[dt].name);
+}
+
+
+static int
+oip_data_flat(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
+    oip_out_t *bytes)
+{
+    int        rc;
+    char       buf[96];
+    uint64_t   i;
+    oip_arr_t  a;
+
+    if (oip_json_array(j, &a) != 0) {
+        return -1;
+    }
+
+    for (i = 0; (rc = oip_json_element(j, &a)) == 1; i++) {
+
+        if (*j->p == '[') {
+            return oip_tensor_fail(j->ctx, t, 400, "data is not nested as "
+                                   "its shape %s",
+                                   oip_shape_str(t, buf, sizeof(buf)));
+        }
+
+        if (i < t->count) {
+            rc = oip_leaf(j, t, dst, i, bytes);
+
+        } else {
+            /* keep counting, to say how many there are */
+            rc = oip_json_skip(j);
+        }
+
+        if (rc != 0) {
+            return -1;
+        }
+    }
+
+    if (rc < 0) {
+        return -1;
+    }
+
+    if (i != t->count) {
+        return oip_tensor_fail(j->ctx, t, 400, "data has %llu elements, "
+                               "shape %s needs %llu",
+                               (unsigned long long) i,
+                               oip_shape_str(t, buf, sizeof(buf)),
+                               (unsigned long long) t->count);
+    }
+
+    return 0;
+}
+
+
+static int
+oip_data_nested(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
+    oip_out_t *bytes)
+{
+    int         rc;
+    char        buf[96];
+    size_t      level;
+    uint64_t    i;
+    oip_arr_t  *arr;
+
+    arr = oip_alloc(j->ctx, t->rank * sizeof(oip_arr_t));
+    if (arr == NULL) {
+        return -1;
+    }
+
+    level = 0;
+    i = 0;
+    rc = -1;
+
+    if (oip_json_array(j, &arr[0]) != 0) {
+        goto done;
+    }
+
+    for ( ;; ) {
+
+        rc = oip_json_element(j, &arr[level]);
+
+        if (rc < 0) {
+            goto done;
+        }
+
+        if (rc == 0) {
+            if (arr[level].n != t->shape[level]) {
+                goto mismatch;
+            }
+
+            if (level == 0) {
+                break;
+            }
+
+            level--;
+            continue;
+        }
+
+        if (arr[level].n > t->shape[level]) {
+            goto mismatch;
+        }
+
+        if (level + 1 < t->rank) {
+            if (*j->p != '[') {
+                goto mismatch;
+            }
+
+            if (oip_json_array(j, &arr[++level]) != 0) {
+                rc = -1;
+                goto done;
+            }
+
+            continue;
+        }
+
+        if (*j->p == '[' || oip_leaf(j, t, dst, i++, bytes) != 0) {
+            if (*j->p == '[') {
+                goto mismatch;
+            }
+
+            rc = -1;
+            goto done;
+        }
+    }
+
+    rc = 0;
+    goto done;
+
+mismatch:
+
+    rc = oip_tensor_fail(j->ctx, t, 400, "data is not nested as its "
+                         "shape %s (at depth %zu)",
+                         oip_shape_str(t, buf, sizeof(buf)), level + 1);
+
+done:
+
+    oip_free(j->ctx, arr);
+
+    return rc;
+}
+
+
+/*
+ * Converts the "data" value at j->p: into dst (count * size bytes) for
+ * fixed-size types, into bytes for BYTES, or only validates when both
+ * are NULL.  Flat data, or nested exactly as the shape.
+ */
+
+int
+oip_data_to_binary(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
+    oip_out_t *bytes)
+{
+    const u_char  *q;
+
+    if (*j->p != '[') {
+        return oip_tensor_fail(j->ctx, t, 400, "'data' must be an array");
+    }
+
+    for (q = j->p + 1; q < j->end && oip_json_ws_map[*q]; q++) {
+        /* void */
+    }
+
+    if (t->rank >= 2 && q < j->end && *q == '[') {
+        return oip_data_nested(j, t, dst, bytes);
+    }
+
+    return oip_data_flat(j, t, dst, bytes);
+}
+
+
+int
+oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const u_char *src,
+    size_t len, int status)
+{
+    size_t         i;
+    uint32_t       n;
+    const u_char  *p, *end;
+
+    if (t->dt == OIP_BOOL) {
+        for (i = 0; i < len; i++) {
+            if (src[i] > 1) {
+                return oip_tensor_fail(c, t, status, "BOOL element %zu is "
+                                       "%u, not 0 or 1", i, src[i]);
+            }
+        }
+
+        return 0;
+    }
+
+    if (t->dt != OIP_BYTES) {
+        return 0;
+    }
+
+    /* each element: a 4-byte little-endian length, then the bytes */
+
+    p = src;
+    end = src + len;
+
+    for (i = 0; i < t->count; i++) {
+
+        if (end - p < 4) {
+            return oip_tensor_fail(c, t, status, "BYTES element %zu is cut "
+                                   "off: the binary data holds %zu "
+                                   "elements, shape needs %llu", i, i,
+                                   (unsigned long long) t->count);
+        }
+
+        n = oip_get32(p);
+        p += 4;
+
+        if (n > (size_t) (end - p)) {
+            return oip_tensor_fail(c, t, status, "BYTES element %zu: its "
+                                   "length %u runs past the binary data",
+                                   i, n);
+        }
+
+        p += n;
+    }
+
+    if (p != end) {
+        return oip_tensor_fail(c, t, status, "BYTES binary data has %zu "
+                               "bytes after its %llu elements",
+                               (size_t) (end - p),
+                               (unsigned long long) t->count);
+    }
+
+    return 0;
+}
+
+
+/* writes the binary tensor as a flat JSON array */
+
+int
+oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const u_char *src,
+    size_t len, oip_out_t *o, int status)
+{
+    float          f;
+    double         d;
+    size_t         i, size, n;
+    u_char        *p;
+    uint64_t       v;
+    const u_char  *s;
+
+    if (oip_binary_check(c, t, src, len, status) != 0) {
+        return -1;
+    }
+
+    if (oip_out_write(o, "[", 1) != 0) {
+        return -1;
+    }
+
+    size = oip_dtypes[t->dt].size;
+
+    if (t->dt == OIP_BYTES) {
+        s = src;
+
+        for (i = 0; i < t->count; i++) {
+            n = oip_get32(s);
+            s += 4;
+
+            if (!oip_utf8_valid(s, n)) {
+                return oip_tensor_fail(c, t, status, "BYTES element %zu is "
+                                       "not valid UTF-8 and cannot be JSON",
+                                       i);
+            }
+
+            if (oip_out_reserve(o, oip_json_escape(NULL, s, n) + 3) != 0) {
+                return -1;
+            }
+
+            p = o->pos;
+
+            if (i) {
+                *p++ = ',';
+            }
+
+            *p++ = '"';
+            p += oip_json_escape(p, s, n);
+            *p++ = '"';
+
+            o->pos = p;
+            s += n;
+        }
+
+        return oip_out_write(o, "]", 1);
+    }
+
+    for (i = 0; i < len; i += size) {
+
+        if (oip_out_reserve(o, OIP_NUM_MAX + 1) != 0) {
+            return -1;
+        }
+
+        p = o->pos;
+
+        if (i) {
+            *p++ = ',';
+        }
+
+        s = src + i;
+
+        switch (t->dt) {
+
+        case OIP_BOOL:
+            if (*s) {
+                memcpy(p, "true", 4);
+                p += 4;
+
+            } else {
+                memcpy(p, "false", 5);
+                p += 5;
+            }
+            break;
+
+        case OIP_UINT8:
+            p = oip_print_u64(p, *s);
+            break;
+        case OIP_UINT16:
+            p = oip_print_u64(p, oip_get16(s));
+            break;
+        case OIP_UINT32:
+            p = oip_print_u64(p, oip_get32(s));
+            break;
+        case OIP_UINT64:
+            p = oip_print_u64(p, oip_get64(s));
+            break;
+        case OIP_INT8:
+            p = oip_print_i64(p, (int8_t) *s);
+            break;
+        case OIP_INT16:
+            p = oip_print_i64(p, (int16_t) oip_get16(s));
+            break;
+        case OIP_INT32:
+            p = oip_print_i64(p, (int32_t) oip_get32(s));
+            break;
+        case OIP_INT64:
+            p = oip_print_i64(p, (int64_t) oip_get64(s));
+            break;
+
+        case OIP_FP16:
+            p = oip_print_fp16(p, oip_get16(s));
+            break;
+        case OIP_BF16:
+            p = oip_print_bf16(p, oip_get16(s));
+            break;
+
+        case OIP_FP32:
+            v = oip_get32(s);
+            memcpy(&f, &v, 4);
+            p = oip_print_float(p, f);
+            break;
+
+        default: /* OIP_FP64 */
+            v = oip_get64(s);
+            memcpy(&d, &v, 8);
+            p = oip_print_double(p, d);
+        }
+
+        o->pos = p;
+    }
+
+    return oip_out_write(o, "]", 1);
+}
