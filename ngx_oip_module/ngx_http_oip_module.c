@@ -1,0 +1,159 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * ngx_http_oip_module: an Open Inference Protocol gateway.  Directives,
+ * configuration and the registration of the request handler; the work
+ * is in ngx_http_oip_request.c and in the nginx-free codec (oip_*.c).
+ */
+
+
+#include "ngx_http_oip_module.h"
+
+
+static void *ngx_http_oip_create_loc_conf(ngx_conf_t *cf);
+static char *ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent,
+    void *child);
+static ngx_int_t ngx_http_oip_init(ngx_conf_t *cf);
+
+
+static ngx_conf_enum_t  ngx_http_oip_forms[] = {
+    { ngx_string("keep"), OIP_FORM_KEEP },
+    { ngx_string("binary"), OIP_FORM_BINARY },
+    { ngx_string("json"), OIP_FORM_JSON },
+    { ngx_null_string, 0 }
+};
+
+
+static ngx_conf_num_bounds_t  ngx_http_oip_depth_bounds = {
+    ngx_conf_check_num_bounds, 1, 100000
+};
+
+
+static ngx_command_t  ngx_http_oip_commands[] = {
+
+    { ngx_string("oip"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, enable),
+      NULL },
+
+    { ngx_string("oip_upstream_inputs"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, inputs),
+      &ngx_http_oip_forms },
+
+    { ngx_string("oip_max_json_size"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, max_json_size),
+      NULL },
+
+    { ngx_string("oip_max_tensor_size"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, max_tensor_size),
+      NULL },
+
+    { ngx_string("oip_max_depth"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, max_depth),
+      &ngx_http_oip_depth_bounds },
+
+      ngx_null_command
+};
+
+
+static ngx_http_module_t  ngx_http_oip_module_ctx = {
+    NULL,                                  /* preconfiguration */
+    ngx_http_oip_init,                     /* postconfiguration */
+
+    NULL,                                  /* create main configuration */
+    NULL,                                  /* init main configuration */
+
+    NULL,                                  /* create server configuration */
+    NULL,                                  /* merge server configuration */
+
+    ngx_http_oip_create_loc_conf,          /* create location configuration */
+    ngx_http_oip_merge_loc_conf            /* merge location configuration */
+};
+
+
+ngx_module_t  ngx_http_oip_module = {
+    NGX_MODULE_V1,
+    &ngx_http_oip_module_ctx,              /* module context */
+    ngx_http_oip_commands,                 /* module directives */
+    NGX_HTTP_MODULE,                       /* module type */
+    NULL,                                  /* init master */
+    NULL,                                  /* init module */
+    NULL,                                  /* init process */
+    NULL,                                  /* init thread */
+    NULL,                                  /* exit thread */
+    NULL,                                  /* exit process */
+    NULL,                                  /* exit master */
+    NGX_MODULE_V1_PADDING
+};
+
+
+static void *
+ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
+{
+    ngx_http_oip_loc_conf_t  *conf;
+
+    conf = ngx_pcalloc(cf->pool, sizeof(ngx_http_oip_loc_conf_t));
+    if (conf == NULL) {
+        return NULL;
+    }
+
+    conf->enable = NGX_CONF_UNSET;
+    conf->inputs = NGX_CONF_UNSET_UINT;
+    conf->max_json_size = NGX_CONF_UNSET_SIZE;
+    conf->max_tensor_size = NGX_CONF_UNSET_SIZE;
+    conf->max_depth = NGX_CONF_UNSET_UINT;
+
+    return conf;
+}
+
+
+static char *
+ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
+{
+    ngx_http_oip_loc_conf_t *prev = parent;
+    ngx_http_oip_loc_conf_t *conf = child;
+
+    ngx_conf_merge_value(conf->enable, prev->enable, 0);
+    ngx_conf_merge_uint_value(conf->inputs, prev->inputs, OIP_FORM_KEEP);
+    ngx_conf_merge_size_value(conf->max_json_size, prev->max_json_size,
+                              64 * 1024 * 1024);
+    ngx_conf_merge_size_value(conf->max_tensor_size, prev->max_tensor_size,
+                              64 * 1024 * 1024);
+    ngx_conf_merge_uint_value(conf->max_depth, prev->max_depth, 100);
+
+    return NGX_CONF_OK;
+}
+
+
+static ngx_int_t
+ngx_http_oip_init(ngx_conf_t *cf)
+{
+    ngx_http_handler_pt        *h;
+    ngx_http_core_main_conf_t  *cmcf;
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    *h = ngx_http_oip_request_handler;
+
+    return NGX_OK;
+}

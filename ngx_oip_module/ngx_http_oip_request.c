@@ -1,0 +1,725 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * The request path: a PRECONTENT handler reads the whole body, hands it
+ * to the codec and puts the codec's segments in place of the body, with
+ * the headers that go with them, before the proxy builds its request.
+ */
+
+
+#include "ngx_http_oip_module.h"
+
+
+static void ngx_http_oip_cleanup(void *data);
+static ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model);
+static void ngx_http_oip_body_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_oip_process(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+static ngx_table_elt_t *ngx_http_oip_find_header(ngx_http_request_t *r,
+    const char *name, size_t len, ngx_uint_t *count);
+static ngx_int_t ngx_http_oip_ihcl(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, off_t *ihcl);
+static ngx_int_t ngx_http_oip_body(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, u_char **data, size_t *len);
+static ngx_int_t ngx_http_oip_replace(ngx_http_request_t *r,
+    oip_request_t *req);
+static ngx_int_t ngx_http_oip_headers(ngx_http_request_t *r,
+    oip_request_t *req);
+static ngx_table_elt_t *ngx_http_oip_header_add(ngx_list_t *list,
+    char *key, ngx_str_t *value);
+static ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, ngx_uint_t status, const char *msg);
+static void *ngx_http_oip_alloc(void *data, size_t size);
+static void ngx_http_oip_free(void *data, void *p);
+
+
+#define NGX_HTTP_OIP_IHCL    "Inference-Header-Content-Length"
+
+
+ngx_int_t
+ngx_http_oip_request_handler(ngx_http_request_t *r)
+{
+    ngx_int_t                 rc;
+    ngx_str_t                 model;
+    ngx_pool_cleanup_t       *cln;
+    ngx_http_oip_ctx_t       *ctx;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    if (r != r->main) {
+        return NGX_DECLINED;
+    }
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    if (!olcf->enable) {
+        return NGX_DECLINED;
+    }
+
+    ctx = ngx_http_oip_get_ctx(r);
+
+    if (ctx) {
+        if (ctx->status == NGX_DONE || ctx->status == NGX_DECLINED) {
+            /* still reading, or done once: an internal redirect must not
+             * convert the converted body again */
+            return ctx->status;
+        }
+
+        rc = ngx_http_oip_send_error(r, ctx->status, &ctx->error);
+
+        /* the error is sent once, whichever location comes next */
+        ctx->status = NGX_DECLINED;
+
+        return rc;
+    }
+
+    if (r->method != NGX_HTTP_POST
+        || ngx_http_oip_infer_uri(&r->uri, &model) != NGX_OK)
+    {
+        return NGX_DECLINED;
+    }
+
+    /* kept in a pool cleanup: internal redirects clear r->ctx */
+
+    cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_oip_ctx_t));
+    if (cln == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx = cln->data;
+    ngx_memzero(ctx, sizeof(ngx_http_oip_ctx_t));
+
+    ctx->status = NGX_DONE;
+    ctx->model = model;
+
+    cln->handler = ngx_http_oip_cleanup;
+    ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
+
+    rc = ngx_http_read_client_request_body(r, ngx_http_oip_body_handler);
+
+    if (rc >= NGX_HTTP_SPECIAL_RESPONSE) {
+        return rc;
+    }
+
+    ngx_http_finalize_request(r, NGX_DONE);
+
+    return NGX_DONE;
+}
+
+
+static void
+ngx_http_oip_cleanup(void *data)
+{
+    /* nothing to free: it only marks where the ctx lives */
+}
+
+
+ngx_http_oip_ctx_t *
+ngx_http_oip_get_ctx(ngx_http_request_t *r)
+{
+    ngx_pool_cleanup_t  *cln;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
+
+    if (ctx == NULL && (r->internal || r->filter_finalize)) {
+        for (cln = r->pool->cleanup; cln; cln = cln->next) {
+            if (cln->handler == ngx_http_oip_cleanup) {
+                ctx = cln->data;
+                ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
+                break;
+            }
+        }
+    }
+
+    return ctx;
+}
+
+
+/* "…/v2/models/M/infer" or "…/v2/models/M/versions/V/infer" */
+
+static ngx_int_t
+ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model)
+{
+    u_char  *p, *end, *seg;
+
+    static const ngx_str_t  infer = ngx_string("/infer");
+    static const ngx_str_t  models = ngx_string("/v2/models");
+    static const ngx_str_t  versions = ngx_string("/versions");
+
+#define ngx_http_oip_ends(p, end, s)                                          \
+    ((size_t) ((end) - (p)) >= (s).len                                        \
+     && ngx_strncmp((end) - (s).len, (s).data, (s).len) == 0)
+
+    p = uri->data;
+    end = p + uri->len;
+
+    if (!ngx_http_oip_ends(p, end, infer)) {
+        return NGX_DECLINED;
+    }
+
+    end -= infer.len;
+
+    for (seg = end; seg > p && seg[-1] != '/'; seg--) { /* void */ }
+
+    if (seg == end || seg == p) {
+        return NGX_DECLINED;
+    }
+
+    if (ngx_http_oip_ends(p, seg - 1, models)) {
+        model->data = seg;
+        model->len = end - seg;
+        return NGX_OK;
+    }
+
+    /* seg..end is the version */
+
+    end = seg - 1;
+
+    if (!ngx_http_oip_ends(p, end, versions)) {
+        return NGX_DECLINED;
+    }
+
+    end -= versions.len;
+
+    for (seg = end; seg > p && seg[-1] != '/'; seg--) { /* void */ }
+
+    if (seg == end || seg == p || !ngx_http_oip_ends(p, seg - 1, models)) {
+        return NGX_DECLINED;
+    }
+
+    model->data = seg;
+    model->len = end - seg;
+
+#undef ngx_http_oip_ends
+
+    return NGX_OK;
+}
+
+
+static void
+ngx_http_oip_body_handler(ngx_http_request_t *r)
+{
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_get_ctx(r);
+
+    ctx->status = ngx_http_oip_process(r, ctx);
+
+    r->write_event_handler = ngx_http_core_run_phases;
+    ngx_http_core_run_phases(r);
+}
+
+
+static ngx_int_t
+ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    off_t                     ihcl;
+    size_t                    len;
+    u_char                   *body;
+    ngx_int_t                 rc;
+    ngx_uint_t                count;
+    oip_alloc_t               alloc;
+    ngx_table_elt_t          *h;
+    oip_request_t             req;
+    oip_options_t             opt;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    h = ngx_http_oip_find_header(r, "Content-Encoding",
+                                 sizeof("Content-Encoding") - 1, &count);
+
+    if (h && !(h->value.len == sizeof("identity") - 1
+               && ngx_strncasecmp(h->value.data, (u_char *) "identity",
+                                  h->value.len) == 0))
+    {
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_UNSUPPORTED_MEDIA_TYPE,
+                                 "unsupported Content-Encoding");
+    }
+
+    rc = ngx_http_oip_ihcl(r, ctx, &ihcl);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    rc = ngx_http_oip_body(r, ctx, &body, &len);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    alloc.alloc = ngx_http_oip_alloc;
+    alloc.free = ngx_http_oip_free;
+    alloc.data = r->pool;
+
+    opt.inputs = olcf->inputs;
+    opt.max_json_size = olcf->max_json_size;
+    opt.max_tensor_size = olcf->max_tensor_size;
+    opt.max_depth = olcf->max_depth;
+
+    if (oip_request_process(&req, &alloc, &opt, body, len, ihcl) != 0) {
+        return ngx_http_oip_fail(r, ctx, req.status, req.error);
+    }
+
+    if (!req.rewritten) {
+        return NGX_DECLINED;
+    }
+
+    if (ngx_http_oip_replace(r, &req) != NGX_OK
+        || ngx_http_oip_headers(r, &req) != NGX_OK)
+    {
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                 "out of memory");
+    }
+
+    return NGX_DECLINED;
+}
+
+
+static ngx_table_elt_t *
+ngx_http_oip_find_header(ngx_http_request_t *r, const char *name,
+    size_t len, ngx_uint_t *count)
+{
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h, *found;
+
+    found = NULL;
+    *count = 0;
+
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].hash != 0 && h[i].key.len == len
+            && ngx_strncasecmp(h[i].key.data, (u_char *) name, len) == 0)
+        {
+            if ((*count)++ == 0) {
+                found = &h[i];
+            }
+        }
+    }
+
+    return found;
+}
+
+
+static ngx_int_t
+ngx_http_oip_ihcl(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    off_t *ihcl)
+{
+    uint64_t          n;
+    ngx_uint_t        count;
+    ngx_table_elt_t  *h;
+
+    *ihcl = -1;
+
+    h = ngx_http_oip_find_header(r, NGX_HTTP_OIP_IHCL,
+                                 sizeof(NGX_HTTP_OIP_IHCL) - 1, &count);
+    if (h == NULL) {
+        return NGX_OK;
+    }
+
+    if (count > 1) {
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_BAD_REQUEST,
+                                 "Inference-Header-Content-Length appears "
+                                 "more than once");
+    }
+
+    if (oip_ihcl_parse(h->value.data, h->value.len, &n) != 0
+        || n > (uint64_t) NGX_MAX_OFF_T_VALUE)
+    {
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_BAD_REQUEST,
+                                 "Inference-Header-Content-Length must be "
+                                 "a decimal number without sign or leading "
+                                 "zeros");
+    }
+
+    *ihcl = (off_t) n;
+
+    return NGX_OK;
+}
+
+
+/* the body in one piece of memory, copied only when it is not already */
+
+static ngx_int_t
+ngx_http_oip_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    u_char **data, size_t *len)
+{
+    off_t                     total;
+    u_char                   *p;
+    ssize_t                   n;
+    ngx_buf_t                *b;
+    ngx_chain_t              *cl;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    *data = (u_char *) "";
+    *len = 0;
+
+    if (r->request_body == NULL || r->request_body->bufs == NULL) {
+        return NGX_OK;
+    }
+
+    total = 0;
+
+    for (cl = r->request_body->bufs; cl; cl = cl->next) {
+        total += ngx_buf_size(cl->buf);
+    }
+
+    /* nothing larger can pass the limits: do not even read it */
+
+    if ((uint64_t) total > (uint64_t) olcf->max_json_size
+                           + olcf->max_tensor_size)
+    {
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE,
+                                 "the request body exceeds oip_max_json_size"
+                                 " plus oip_max_tensor_size");
+    }
+
+    cl = r->request_body->bufs;
+
+    if (cl->next == NULL && !cl->buf->in_file) {
+        *data = cl->buf->pos;
+        *len = cl->buf->last - cl->buf->pos;
+        return NGX_OK;
+    }
+
+    p = ngx_palloc(r->pool, (size_t) total ? (size_t) total : 1);
+    if (p == NULL) {
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                 "out of memory");
+    }
+
+    *data = p;
+    *len = (size_t) total;
+
+    for ( /* void */ ; cl; cl = cl->next) {
+        b = cl->buf;
+
+        if (!b->in_file) {
+            p = ngx_cpymem(p, b->pos, b->last - b->pos);
+            continue;
+        }
+
+        n = ngx_read_file(b->file, p, (size_t) (b->file_last - b->file_pos),
+                          b->file_pos);
+
+        if (n != b->file_last - b->file_pos) {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "oip: reading the request body from \"%V\" failed",
+                          &b->file->name);
+
+            return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                     "the request body could not be read");
+        }
+
+        p += n;
+    }
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_oip_replace(ngx_http_request_t *r, oip_request_t *req)
+{
+    size_t                    i;
+    ngx_buf_t                *b;
+    ngx_chain_t              *cl, **ll;
+    ngx_http_request_body_t  *rb;
+
+    rb = r->request_body;
+
+    ll = &rb->bufs;
+    b = NULL;
+
+    for (i = 0; i < req->nsegs; i++) {
+
+        if (req->segs[i].len == 0) {
+            continue;
+        }
+
+        b = ngx_calloc_buf(r->pool);
+        if (b == NULL) {
+            return NGX_ERROR;
+        }
+
+        /* pos == start: an upstream retry rewinds to start */
+
+        b->start = (u_char *) req->segs[i].data;
+        b->pos = b->start;
+        b->last = b->start + req->segs[i].len;
+        b->end = b->last;
+        b->memory = 1;
+
+        cl = ngx_alloc_chain_link(r->pool);
+        if (cl == NULL) {
+            return NGX_ERROR;
+        }
+
+        cl->buf = b;
+        *ll = cl;
+        ll = &cl->next;
+    }
+
+    *ll = NULL;
+
+    if (b) {
+        b->last_buf = 1;
+    }
+
+    if (rb->temp_file) {
+        ngx_pool_run_cleanup_file(r->pool, rb->temp_file->file.fd);
+        rb->temp_file = NULL;
+    }
+
+    r->headers_in.content_length_n = req->body_len;
+    r->headers_in.chunked = 0;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The header list is rebuilt rather than edited: an element cannot be
+ * taken out of an ngx_list_t, and the proxy copies every one it finds.
+ */
+
+static ngx_int_t
+ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req)
+{
+    u_char           *p;
+    ngx_str_t         v;
+    ngx_uint_t        i, n;
+    ngx_list_t        list;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h, *nh;
+
+    n = 0;
+
+    for (part = &r->headers_in.headers.part; part; part = part->next) {
+        n += part->nelts;
+    }
+
+    if (ngx_list_init(&list, r->pool, n + 3, sizeof(ngx_table_elt_t))
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    part = &r->headers_in.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */ ; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].hash == 0
+            || (h[i].key.len == sizeof("Content-Length") - 1
+                && ngx_strcasecmp(h[i].lowcase_key,
+                                  (u_char *) "content-length") == 0)
+            || (h[i].key.len == sizeof("Content-Type") - 1
+                && ngx_strcasecmp(h[i].lowcase_key,
+                                  (u_char *) "content-type") == 0)
+            || (h[i].key.len == sizeof("Transfer-Encoding") - 1
+                && ngx_strcasecmp(h[i].lowcase_key,
+                                  (u_char *) "transfer-encoding") == 0)
+            || (h[i].key.len == sizeof(NGX_HTTP_OIP_IHCL) - 1
+                && ngx_strncasecmp(h[i].key.data,
+                                   (u_char *) NGX_HTTP_OIP_IHCL,
+                                   sizeof(NGX_HTTP_OIP_IHCL) - 1) == 0))
+        {
+            continue;
+        }
+
+        nh = ngx_list_push(&list);
+        if (nh == NULL) {
+            return NGX_ERROR;
+        }
+
+        *nh = h[i];
+    }
+
+    p = ngx_pnalloc(r->pool, 2 * NGX_OFF_T_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    v.data = p;
+    v.len = ngx_sprintf(p, "%uz", req->body_len) - p;
+
+    r->headers_in.content_length = ngx_http_oip_header_add(&list,
+                                                   "Content-Length", &v);
+    if (r->headers_in.content_length == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (req->binary) {
+        ngx_str_set(&v, "application/octet-stream");
+
+    } else {
+        ngx_str_set(&v, "application/json");
+    }
+
+    r->headers_in.content_type = ngx_http_oip_header_add(&list,
+                                                   "Content-Type", &v);
+    if (r->headers_in.content_type == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (req->binary) {
+        v.data = p + NGX_OFF_T_LEN;
+        v.len = ngx_sprintf(v.data, "%uz", req->header_len) - v.data;
+
+        if (ngx_http_oip_header_add(&list, NGX_HTTP_OIP_IHCL, &v) == NULL) {
+            return NGX_ERROR;
+        }
+    }
+
+    r->headers_in.transfer_encoding = NULL;
+    r->headers_in.headers = list;
+
+    return NGX_OK;
+}
+
+
+static ngx_table_elt_t *
+ngx_http_oip_header_add(ngx_list_t *list, char *key, ngx_str_t *value)
+{
+    size_t            len;
+    ngx_table_elt_t  *h;
+
+    h = ngx_list_push(list);
+    if (h == NULL) {
+        return NULL;
+    }
+
+    len = ngx_strlen(key);
+
+    h->key.data = (u_char *) key;
+    h->key.len = len;
+    h->value = *value;
+
+    h->lowcase_key = ngx_pnalloc(list->pool, len);
+    if (h->lowcase_key == NULL) {
+        return NULL;
+    }
+
+    h->hash = ngx_hash_strlow(h->lowcase_key, h->key.data, len);
+
+#if (nginx_version >= 1023000)
+    h->next = NULL;
+#endif
+
+    return h;
+}
+
+
+static ngx_int_t
+ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    ngx_uint_t status, const char *msg)
+{
+    size_t  len;
+
+    len = ngx_strlen(msg);
+
+    ctx->error.data = ngx_pnalloc(r->pool, len);
+    if (ctx->error.data == NULL) {
+        ngx_str_set(&ctx->error, "out of memory");
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ngx_memcpy(ctx->error.data, msg, len);
+    ctx->error.len = len;
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "oip: model \"%V\": %V", &ctx->model, &ctx->error);
+
+    return status;
+}
+
+
+/* {"error":"..."} with the given status, instead of nginx's HTML pages */
+
+ngx_int_t
+ngx_http_oip_send_error(ngx_http_request_t *r, ngx_uint_t status,
+    ngx_str_t *msg)
+{
+    size_t        len;
+    u_char       *p;
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t   out;
+
+    len = sizeof("{\"error\":\"\"}") - 1
+          + oip_json_escape(NULL, msg->data, msg->len);
+
+    b = ngx_create_temp_buf(r->pool, len);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    p = ngx_cpymem(b->last, "{\"error\":\"", sizeof("{\"error\":\"") - 1);
+    p += oip_json_escape(p, msg->data, msg->len);
+    p = ngx_cpymem(p, "\"}", 2);
+
+    b->last = p;
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    r->headers_out.status = status;
+    r->headers_out.content_length_n = len;
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    ngx_http_finalize_request(r, ngx_http_output_filter(r, &out));
+
+    return NGX_DONE;
+}
+
+
+static void *
+ngx_http_oip_alloc(void *data, size_t size)
+{
+    return ngx_palloc(data, size);
+}
+
+
+static void
+ngx_http_oip_free(void *data, void *p)
+{
+    /* only large allocations come back; small ones stay to the end */
+    (void) ngx_pfree(data, p);
+}
