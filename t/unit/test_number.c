@@ -1,0 +1,519 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * Numbers: parsing is correctly rounded (checked against glibc's strtof
+ * and strtod, which are), printing reads back to the same bits, FP16
+ * and BF16 round to nearest even.  OIP_NUMBER_SCALE multiplies the
+ * random sample sizes (the bench runs a larger one).
+ */
+
+
+#include <math.h>
+#include <float.h>
+
+#include "tap.h"
+#include "oip_internal.h"
+
+
+static uint64_t  rng = 0x9e3779b97f4a7c15ULL;
+
+
+static uint64_t
+rnd(void)
+{
+    /* xorshift64*: the same sample every run */
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 2685821657736338717ULL;
+}
+
+
+static int
+parse_d(const char *s, double *v)
+{
+    oip_num_t  n;
+
+    if (oip_num_scan((const u_char *) s, (const u_char *) s + strlen(s), &n)
+        == NULL)
+    {
+        return -1;
+    }
+
+    return oip_num_double(&n, v);
+}
+
+
+static int
+parse_f(const char *s, float *v)
+{
+    oip_num_t  n;
+
+    if (oip_num_scan((const u_char *) s, (const u_char *) s + strlen(s), &n)
+        == NULL)
+    {
+        return -1;
+    }
+
+    return oip_num_float(&n, v);
+}
+
+
+static int
+same_d(double a, double b)
+{
+    return memcmp(&a, &b, sizeof(double)) == 0;
+}
+
+
+static int
+same_f(float a, float b)
+{
+    return memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+
+/* a JSON number from random digits and exponent */
+
+static void
+random_number(char *buf, int maxdigits, int erange)
+{
+    int  i, nd, point, e;
+    char  *p;
+
+    p = buf;
+    nd = 1 + rnd() % maxdigits;
+    point = rnd() % (nd + 1);
+
+    if (rnd() & 1) {
+        *p++ = '-';
+    }
+
+    for (i = 0; i < nd; i++) {
+        if (i == point && i > 0) {
+            *p++ = '.';
+        }
+
+        *p++ = (char) ('0' + (i == 0 ? 1 + rnd() % 9 : rnd() % 10));
+    }
+
+    e = (int) (rnd() % (2 * erange + 1)) - erange;
+    sprintf(p, "e%d", e);
+}
+
+
+static void
+test_parse_random(long scale)
+{
+    long    i, bad_d, bad_f;
+    char    buf[128];
+    float   f;
+    double  d;
+
+    bad_d = 0;
+    bad_f = 0;
+
+    for (i = 0; i < 100000 * scale; i++) {
+        random_number(buf, (i & 1) ? 25 : 9, (i & 2) ? 330 : 45);
+
+        parse_d(buf, &d);
+        if (!same_d(d, strtod(buf, NULL)) && bad_d++ < 5) {
+            diag("double %s: %.17g vs %.17g", buf, d, strtod(buf, NULL));
+        }
+
+        parse_f(buf, &f);
+        if (!same_f(f, strtof(buf, NULL)) && bad_f++ < 5) {
+            diag("float %s: %.9g vs %.9g", buf, f, strtof(buf, NULL));
+        }
+    }
+
+    ok(bad_d == 0, "%ld random numbers parse to strtod's double", i);
+    ok(bad_f == 0, "%ld random numbers parse to strtof's float", i);
+}
+
+
+/*
+ * Exact midpoints between neighbouring floats (and doubles), and the
+ * numbers just either side: the cases that double rounding gets wrong.
+ */
+
+static void
+test_parse_halfway(long scale)
+{
+    int          k, bad;
+    long         i;
+    char         buf[1200];
+    float        x, f;
+    double       mid, d, y;
+    uint32_t     u;
+    uint64_t     b;
+    long double  lmid;
+
+    bad = 0;
+
+    for (i = 0; i < 20000 * scale; i++) {
+        u = (uint32_t) rnd() & 0x7f7fffff;
+        memcpy(&x, &u, 4);
+        mid = ((double) x + (double) nextafterf(x, INFINITY)) / 2;
+
+        for (k = -1; k <= 1; k++) {
+            d = (k == 0) ? mid : nextafter(mid, k * INFINITY);
+            snprintf(buf, sizeof(buf), "%.*e", 800, d);
+            parse_f(buf, &f);
+
+            if (!same_f(f, strtof(buf, NULL)) && bad++ < 5) {
+                diag("float near midpoint %.30e: %a vs %a", d, f,
+                     strtof(buf, NULL));
+            }
+        }
+    }
+
+    ok(bad == 0, "float midpoints and their neighbours round right");
+
+    bad = 0;
+
+    for (i = 0; i < 5000 * scale; i++) {
+        b = rnd() & 0x7fefffffffffffffULL;
+        memcpy(&y, &b, 8);
+        lmid = ((long double) y + (long double) nextafter(y, INFINITY)) / 2;
+
+        snprintf(buf, sizeof(buf), "%.*Le", 800, lmid);
+        parse_d(buf, &d);
+
+        if (!same_d(d, strtod(buf, NULL)) && bad++ < 5) {
+            diag("double midpoint %.30Le: %a vs %a", lmid, d,
+                 strtod(buf, NULL));
+        }
+    }
+
+    ok(bad == 0, "double midpoints round to even");
+}
+
+
+static void
+test_parse_edges(void)
+{
+    size_t       i;
+    char        *big;
+    float        f;
+    double       d;
+
+    static const char  *cases[] = {
+        "0", "-0", "0.0", "1", "-1", "0.1", "0.3", "1e-45", "1.4e-45",
+        "7e-46", "7.1e-46", "1e-400", "1e400", "-1e400",
+        "2.4703282292062327e-324", "2.4703282292062328e-324",
+        "4.9406564584124654e-324", "2.2250738585072011e-308",
+        "2.2250738585072012e-308", "1.7976931348623157e308",
+        "1.7976931348623158e308", "1.7976931348623159e308",
+        "3.4028235e38", "3.40282356e38", "3.4028236e38",
+        "1.17549435e-38", "9007199254740993", "9007199254740992.5",
+        "16777217", "16777216.5", "123456789012345678901234567890",
+        "0.000000000000000000000000000001", "1e22", "1e23", "8.5e37",
+        "1e-10", "4294967296e-5", "1e1000000000000", "1e-1000000000000",
+        "100000000000000000000000000000000000000000000000000000000e-50",
+        NULL
+    };
+
+    for (i = 0; cases[i]; i++) {
+        parse_d(cases[i], &d);
+        parse_f(cases[i], &f);
+
+        ok(same_d(d, strtod(cases[i], NULL))
+           && same_f(f, strtof(cases[i], NULL)), "parse %s", cases[i]);
+    }
+
+    /* 2000 digits: past what rounding needs, with a sticky tail */
+
+    big = malloc(2100);
+    memset(big, '0', 2100);
+    big[0] = '1';
+    big[1] = '.';
+    memcpy(big + 2, "00000000000000011102230246251565404236316680908203125",
+           53);
+    big[1990] = '1';
+    big[2000] = '\0';
+
+    parse_d(big, &d);
+    ok(same_d(d, strtod(big, NULL)) && d == 1.0000000000000002,
+       "2000 digits just above a double midpoint round up");
+
+    big[1990] = '0';
+    parse_d(big, &d);
+    ok(same_d(d, strtod(big, NULL)) && d == 1.0,
+       "and exactly on it round to even");
+
+    free(big);
+
+    parse_d("NaN", &d);
+    ok(isnan(d), "NaN");
+    parse_d("-Infinity", &d);
+    ok(isinf(d) && d < 0, "-Infinity");
+    parse_f("Infinity", &f);
+    ok(isinf(f) && f > 0, "Infinity as float");
+}
+
+
+static void
+test_print_roundtrip(long scale)
+{
+    long      i, bad;
+    u_char    buf[64], *e;
+    float     f, g;
+    double    d, h;
+    uint32_t  u;
+    uint64_t  b;
+
+    bad = 0;
+
+    for (i = 0; i < 100000 * scale; i++) {
+        u = (uint32_t) rnd();
+        memcpy(&f, &u, 4);
+
+        if (isnan(f)) {
+            continue;
+        }
+
+        e = oip_print_float(buf, f);
+        *e = '\0';
+
+        if ((parse_f((char *) buf, &g) != 0 || !same_f(f, g)) && bad++ < 5) {
+            diag("float %a printed as %s", f, buf);
+        }
+    }
+
+    ok(bad == 0, "random FP32 print and read back to the same bits");
+
+    bad = 0;
+
+    for (i = 0; i < 50000 * scale; i++) {
+        b = rnd();
+        memcpy(&d, &b, 8);
+
+        if (isnan(d)) {
+            continue;
+        }
+
+        e = oip_print_double(buf, d);
+        *e = '\0';
+
+        if ((parse_d((char *) buf, &h) != 0 || !same_d(d, h)) && bad++ < 5) {
+            diag("double %a printed as %s", d, buf);
+        }
+    }
+
+    ok(bad == 0, "random FP64 print and read back to the same bits");
+}
+
+
+static void
+test_half_exhaustive(void)
+{
+    int       bad16, badbf, nan16, nanbf;
+    u_char    buf[64], *e;
+    double    d;
+    uint32_t  h;
+    uint16_t  back;
+
+    bad16 = 0;
+    badbf = 0;
+    nan16 = 0;
+    nanbf = 0;
+
+    for (h = 0; h < 65536; h++) {
+
+        e = oip_print_fp16(buf, (uint16_t) h);
+        *e = '\0';
+        parse_d((char *) buf, &d);
+        back = oip_double_to_fp16(d);
+
+        if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) {
+            nan16 += !(isnan(d) && strcmp((char *) buf, "NaN") == 0);
+
+        } else if (back != h && bad16++ < 5) {
+            diag("FP16 %04x printed as %s reads back as %04x", h, buf, back);
+        }
+
+        e = oip_print_bf16(buf, (uint16_t) h);
+        *e = '\0';
+        parse_d((char *) buf, &d);
+        back = oip_double_to_bf16(d);
+
+        if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) {
+            nanbf += !(isnan(d) && strcmp((char *) buf, "NaN") == 0);
+
+        } else if (back != h && badbf++ < 5) {
+            diag("BF16 %04x printed as %s reads back as %04x", h, buf, back);
+        }
+    }
+
+    ok(bad16 == 0 && nan16 == 0,
+       "all 65536 FP16 patterns print and read back to the same bits");
+    ok(badbf == 0 && nanbf == 0,
+       "all 65536 BF16 patterns print and read back to the same bits");
+}
+
+
+/* every pair of neighbours: below, on and above their midpoint */
+
+static void
+test_half_rounding(void)
+{
+    int       bad, tie;
+    double    a, b, mid;
+    uint16_t  h, even, r;
+
+    bad = 0;
+
+    for (h = 0; h < 0x7bff; h++) {
+        a = oip_fp16_to_double(h);
+        b = oip_fp16_to_double(h + 1);
+        mid = (a + b) / 2;
+        even = (h & 1) ? h + 1 : h;
+
+        tie = oip_double_to_fp16(mid) == even
+              && oip_double_to_fp16(nextafter(mid, -1.0)) == h
+              && oip_double_to_fp16(nextafter(mid, 2.0 * b)) == h + 1
+              && oip_double_to_fp16(-mid) == (uint16_t) (even | 0x8000);
+
+        if (!tie && bad++ < 5) {
+            diag("FP16 between %04x and %04x: got %04x", h, h + 1,
+                 oip_double_to_fp16(mid));
+        }
+    }
+
+    ok(bad == 0, "FP16 rounds to nearest, ties to even, everywhere");
+
+    /* past the largest finite: 65520 is the midpoint to infinity */
+    ok(oip_double_to_fp16(65519.99) == 0x7bff
+       && oip_double_to_fp16(65520.0) == 0x7c00
+       && oip_double_to_fp16(1e300) == 0x7c00
+       && oip_double_to_fp16(ldexp(1.0, -25)) == 0x0000
+       && oip_double_to_fp16(nextafter(ldexp(1.0, -25), 1.0)) == 0x0001
+       && oip_double_to_fp16(ldexp(3.0, -25)) == 0x0002
+       && oip_double_to_fp16(5e-324) == 0x0000,
+       "FP16 overflow and underflow edges");
+
+    bad = 0;
+
+    for (h = 0; h < 0x7f7f; h++) {
+        a = oip_bf16_to_double(h);
+        b = oip_bf16_to_double(h + 1);
+        mid = (a + b) / 2;
+        even = (h & 1) ? h + 1 : h;
+
+        r = oip_double_to_bf16(mid);
+
+        if ((r != even || oip_double_to_bf16(nextafter(mid, -1.0)) != h
+             || oip_double_to_bf16(nextafter(mid, 2.0 * b)) != h + 1)
+            && bad++ < 5)
+        {
+            diag("BF16 between %04x and %04x: got %04x", h, h + 1, r);
+        }
+    }
+
+    ok(bad == 0, "BF16 rounds to nearest, ties to even, everywhere");
+
+    /* from the double: no double rounding through FP32 */
+    ok(oip_double_to_bf16(1.0 + 1.0 / 256 + 1e-12) == 0x3f81,
+       "BF16 rounds the double once, not through FP32");
+    ok(oip_double_to_bf16(NAN) == 0x7fc0 && oip_double_to_fp16(NAN) == 0x7e00
+       && oip_double_to_bf16(-INFINITY) == 0xff80,
+       "NaN and infinities");
+}
+
+
+static void
+test_print_format(void)
+{
+    size_t   i;
+    u_char   buf[64], *e;
+
+    static const struct {
+        double       v;
+        const char  *s;
+    } cases[] = {
+        { 0.0, "0.0" }, { -0.0, "-0.0" }, { 1.0, "1.0" }, { -2.5, "-2.5" },
+        { 0.1, "0.1" }, { 100.0, "100.0" }, { 123.456, "123.456" },
+        { 1e20, "100000000000000000000.0" }, { 1e21, "1e21" },
+        { 1.5e300, "1.5e300" }, { 1e-6, "0.000001" }, { 1e-7, "1e-7" },
+        { 1.25e-7, "1.25e-7" }, { 5e-324, "5e-324" },
+        { 1.7976931348623157e308, "1.7976931348623157e308" },
+        { 9007199254740993.0, "9007199254740992.0" },
+    };
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        e = oip_print_double(buf, cases[i].v);
+        *e = '\0';
+        ok(strcmp((char *) buf, cases[i].s) == 0, "%s printed as %s",
+           cases[i].s, buf);
+    }
+
+    e = oip_print_float(buf, 0.1f);
+    *e = '\0';
+    ok(strcmp((char *) buf, "0.1") == 0, "FP32 0.1 is \"0.1\", not %s", buf);
+
+    e = oip_print_float(buf, 16777216.0f);
+    *e = '\0';
+    ok(strcmp((char *) buf, "16777216.0") == 0, "FP32 2^24: %s", buf);
+}
+
+
+static void
+test_integers(long scale)
+{
+    long      i, bad;
+    char      want[32];
+    u_char    buf[32], *e;
+    int64_t   v;
+    uint64_t  u, back;
+    oip_num_t n;
+
+    bad = 0;
+
+    for (i = 0; i < 100000 * scale; i++) {
+        u = rnd() >> (rnd() % 64);
+        v = (int64_t) rnd() >> (rnd() % 64);
+
+        e = oip_print_u64(buf, u);
+        *e = '\0';
+        snprintf(want, sizeof(want), "%llu", (unsigned long long) u);
+        bad += strcmp((char *) buf, want) != 0;
+
+        oip_num_scan(buf, e, &n);
+        bad += oip_num_u64(&n, &back) != OIP_NUM_OK || back != u;
+
+        e = oip_print_i64(buf, v);
+        *e = '\0';
+        snprintf(want, sizeof(want), "%lld", (long long) v);
+        bad += strcmp((char *) buf, want) != 0;
+    }
+
+    ok(bad == 0, "integers print and parse exactly");
+
+    e = oip_print_i64(buf, INT64_MIN);
+    *e = '\0';
+    ok(strcmp((char *) buf, "-9223372036854775808") == 0, "INT64_MIN");
+}
+
+
+int
+main(int argc, char **argv)
+{
+    long         scale;
+    const char  *s;
+
+    s = getenv("OIP_NUMBER_SCALE");
+    scale = s ? atol(s) : 1;
+
+    test_parse_edges();
+    test_parse_random(scale);
+    test_parse_halfway(scale);
+    test_print_roundtrip(scale);
+    test_half_exhaustive();
+    test_half_rounding();
+    test_print_format();
+    test_integers(scale);
+
+    return tap_done();
+}

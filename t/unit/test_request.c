@@ -1,0 +1,822 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * The request codec, end to end: JSON -> binary and binary -> JSON for
+ * every datatype with the exact bytes the binary extension prescribes,
+ * byte-exact passthrough, and each validation rule broken once.
+ */
+
+
+#include "tap.h"
+
+
+typedef struct {
+    arena_t          arena;
+    oip_alloc_t      alloc;
+    oip_request_t    req;
+    u_char          *body;
+    u_char          *out;
+    size_t           len;
+} run_t;
+
+
+static oip_options_t  opts = {
+    OIP_FORM_KEEP, 64 * 1024 * 1024, 64 * 1024 * 1024, 100
+};
+
+
+static size_t
+hex(const char *s, u_char *out)
+{
+    size_t        n;
+    unsigned int  v;
+
+    for (n = 0; *s; ) {
+        if (*s == ' ') {
+            s++;
+            continue;
+        }
+
+        sscanf(s, "%2x", &v);
+        out[n++] = (u_char) v;
+        s += 2;
+    }
+
+    return n;
+}
+
+
+static void
+run_free(run_t *r)
+{
+    arena_destroy(&r->arena);
+    free(r->body);
+    free(r->out);
+    r->body = NULL;
+    r->out = NULL;
+}
+
+
+/* ihcl: -1 none, -2 the JSON's length, else that value */
+
+static int
+run(run_t *r, oip_form_e form, const char *json, size_t jlen,
+    const u_char *bin, size_t blen, off_t ihcl)
+{
+    size_t         i;
+    u_char        *p;
+    oip_options_t  o;
+
+    memset(r, 0, sizeof(run_t));
+    arena_init(&r->arena, &r->alloc);
+
+    r->body = malloc(jlen + blen + 1);
+    memcpy(r->body, json, jlen);
+    if (blen) {
+        memcpy(r->body + jlen, bin, blen);
+    }
+
+    o = opts;
+    o.inputs = form;
+
+    if (ihcl == -2) {
+        ihcl = (off_t) jlen;
+    }
+
+    oip_request_process(&r->req, &r->alloc, &o, r->body, jlen + blen, ihcl);
+
+    if (r->req.status) {
+        return r->req.status;
+    }
+
+    if (!r->req.rewritten) {
+        r->out = malloc(jlen + blen + 1);
+        memcpy(r->out, r->body, jlen + blen);
+        r->len = jlen + blen;
+        return 0;
+    }
+
+    r->out = malloc(r->req.body_len + 1);
+    p = r->out;
+
+    for (i = 0; i < r->req.nsegs; i++) {
+        memcpy(p, r->req.segs[i].data, r->req.segs[i].len);
+        p += r->req.segs[i].len;
+    }
+
+    r->len = p - r->out;
+
+    return 0;
+}
+
+
+static int
+same(const u_char *a, size_t alen, const char *b, size_t blen,
+    const char *what)
+{
+    if (alen == blen && memcmp(a, b, alen) == 0) {
+        return 1;
+    }
+
+    diag("%s differs:", what);
+    diag("     got: %.*s", (int) alen, a);
+    diag("expected: %.*s", (int) blen, b);
+
+    return 0;
+}
+
+
+/* JSON in, binary out: the exact header and the exact bytes */
+
+static void
+to_binary(const char *dt, const char *shape, const char *data,
+    const char *hexbytes)
+{
+    int     st;
+    run_t   r;
+    char    json[4096], want[4096];
+    u_char  bytes[1024];
+    size_t  n, wlen;
+
+    snprintf(json, sizeof(json), "{\"inputs\":[{\"name\":\"x\",\"shape\":%s,"
+             "\"datatype\":\"%s\",\"data\":%s}]}", shape, dt, data);
+
+    n = hex(hexbytes, bytes);
+
+    wlen = snprintf(want, sizeof(want), "{\"inputs\":[{\"name\":\"x\","
+                    "\"shape\":%s,\"datatype\":\"%s\",\"parameters\":"
+                    "{\"binary_data_size\":%zu}}]}", shape, dt, n);
+
+    st = run(&r, OIP_FORM_BINARY, json, strlen(json), NULL, 0, -1);
+
+    if (!ok(st == 0, "%s %s -> binary: accepted", dt, data)) {
+        diag("error %d: %s", st, r.req.error);
+        run_free(&r);
+        return;
+    }
+
+    ok(r.req.rewritten && r.req.binary && r.req.header_len == wlen
+       && r.req.body_len == wlen + n && r.len == wlen + n,
+       "%s: lengths (header %zu, body %zu)", dt, r.req.header_len,
+       r.req.body_len);
+
+    ok(same(r.out, r.req.header_len, want, wlen, "header"),
+       "%s: header has binary_data_size and no data", dt);
+
+    ok(r.len == wlen + n && memcmp(r.out + wlen, bytes, n) == 0,
+       "%s: binary bytes are %s", dt, hexbytes);
+
+    run_free(&r);
+}
+
+
+/* binary in, JSON out */
+
+static void
+to_json(const char *dt, const char *shape, const char *hexbytes,
+    const char *data)
+{
+    int     st;
+    run_t   r;
+    char    json[1024], want[4096];
+    u_char  bytes[1024];
+    size_t  n, wlen;
+
+    n = hex(hexbytes, bytes);
+
+    snprintf(json, sizeof(json), "{\"inputs\":[{\"name\":\"x\",\"shape\":%s,"
+             "\"datatype\":\"%s\",\"parameters\":{\"binary_data_size\":%zu}}"
+             "]}", shape, dt, n);
+
+    wlen = snprintf(want, sizeof(want), "{\"inputs\":[{\"name\":\"x\","
+                    "\"shape\":%s,\"datatype\":\"%s\",\"data\":%s}]}",
+                    shape, dt, data);
+
+    st = run(&r, OIP_FORM_JSON, json, strlen(json), bytes, n, -2);
+
+    if (!ok(st == 0, "%s %s -> JSON: accepted", dt, hexbytes)) {
+        diag("error %d: %s", st, r.req.error);
+        run_free(&r);
+        return;
+    }
+
+    ok(r.req.rewritten && !r.req.binary && r.req.body_len == wlen
+       && r.req.header_len == wlen, "%s -> JSON: no binary left", dt);
+
+    ok(same(r.out, r.len, want, wlen, "body"), "%s -> JSON: data %s", dt,
+       data);
+
+    run_free(&r);
+}
+
+
+static void
+reject(oip_form_e form, const char *json, size_t jlen, const u_char *bin,
+    size_t blen, off_t ihcl, int status, const char *msg)
+{
+    int    st;
+    run_t  r;
+
+    st = run(&r, form, json, jlen, bin, blen, ihcl);
+
+    if (!ok(st == status && strstr(r.req.error, msg) != NULL,
+            "%d \"%s\"", status, msg))
+    {
+        diag("got %d: %s", st, r.req.error);
+        diag("request: %.*s", (int) (jlen > 300 ? 300 : jlen), json);
+    }
+
+    run_free(&r);
+}
+
+
+#define REJECT(json, status, msg)                                             \
+    reject(OIP_FORM_KEEP, json, sizeof(json) - 1, NULL, 0, -1, status, msg)
+
+#define INPUT(fields)                                                         \
+    "{\"inputs\":[{\"name\":\"x\"," fields "}]}"
+
+
+static void
+test_datatypes(void)
+{
+    to_binary("BOOL", "[3]", "[true,false,true]", "01 00 01");
+    to_binary("UINT8", "[3]", "[0,255,7]", "00 ff 07");
+    to_binary("UINT16", "[3]", "[0,65535,258]", "0000 ffff 0201");
+    to_binary("UINT32", "[3]", "[0,4294967295,16909060]",
+              "00000000 ffffffff 04030201");
+    to_binary("UINT64", "[3]", "[0,18446744073709551615,72623859790382856]",
+              "0000000000000000 ffffffffffffffff 0807060504030201");
+    to_binary("INT8", "[3]", "[-128,127,-1]", "80 7f ff");
+    to_binary("INT16", "[3]", "[-32768,32767,-2]", "0080 ff7f feff");
+    to_binary("INT32", "[3]", "[-2147483648,2147483647,-3]",
+              "00000080 ffffff7f fdffffff");
+    to_binary("INT64", "[3]",
+              "[-9223372036854775808,9223372036854775807,-1]",
+              "0000000000000080 ffffffffffffff7f ffffffffffffffff");
+
+    /* FP16: 1, -2, max, smallest subnormal, +-0, NaN, +-Infinity */
+    to_binary("FP16", "[9]",
+              "[1,-2,65504,6e-08,0.0,-0.0,NaN,Infinity,-Infinity]",
+              "003c 00c0 ff7b 0100 0000 0080 007e 007c 00fc");
+
+    /* round half to even: 2049 and 2051 sit between representables */
+    to_binary("FP16", "[4]", "[2049,2051,65519,0.000030517578125]",
+              "0068 0268 ff7b 0002");
+
+    /* BF16: 1+2^-8 ties to 1, 1+3*2^-8 ties to 1+2^-6 */
+    to_binary("BF16", "[4]", "[1,1.00390625,1.01171875,-3.0]",
+              "803f 803f 823f 40c0");
+
+    to_binary("FP32", "[4]", "[0.1,1e-45,3.4028235e38,-0.0]",
+              "cdcccc3d 01000000 ffff7f7f 00000080");
+    to_binary("FP32", "[3]", "[NaN,Infinity,-Infinity]",
+              "0000c07f 0000807f 000080ff");
+    to_binary("FP64", "[3]", "[0.1,5e-324,1.7976931348623157e308]",
+              "9a9999999999b93f 0100000000000000 ffffffffffffef7f");
+
+    /* multi-byte UTF-8, an escaped NUL, empty, a surrogate pair */
+    to_binary("BYTES", "[4]", "[\"h\xc3\xa9llo\",\"\\u0000a\",\"\","
+              "\"\\ud83d\\ude00\"]",
+              "06000000 68c3a96c6c6f 02000000 0061 00000000 "
+              "04000000 f09f9880");
+
+    to_json("BOOL", "[2]", "01 00", "[true,false]");
+    to_json("UINT8", "[2]", "00 ff", "[0,255]");
+    to_json("UINT16", "[2]", "0000 ffff", "[0,65535]");
+    to_json("UINT32", "[1]", "ffffffff", "[4294967295]");
+    to_json("UINT64", "[1]", "ffffffffffffffff", "[18446744073709551615]");
+    to_json("INT8", "[2]", "80 7f", "[-128,127]");
+    to_json("INT16", "[2]", "0080 ff7f", "[-32768,32767]");
+    to_json("INT32", "[2]", "00000080 ffffff7f", "[-2147483648,2147483647]");
+    to_json("INT64", "[2]", "0000000000000080 ffffffffffffff7f",
+            "[-9223372036854775808,9223372036854775807]");
+    to_json("FP16", "[6]", "003c ff7b 0100 0080 007e 00fc",
+            "[1.0,65500.0,6e-8,-0.0,NaN,-Infinity]");
+    to_json("BF16", "[3]", "803f 823f 40c0", "[1.0,1.016,-3.0]");
+    to_json("FP32", "[5]", "cdcccc3d 01000000 ffff7f7f 0000c07f 0000807f",
+            "[0.1,1e-45,3.4028235e38,NaN,Infinity]");
+    to_json("FP64", "[3]", "9a9999999999b93f 0100000000000000 "
+            "ffffffffffffef7f", "[0.1,5e-324,1.7976931348623157e308]");
+    to_json("BYTES", "[3]", "06000000 68c3a96c6c6f 02000000 0061 "
+            "02000000 225c", "[\"h\xc3\xa9llo\",\"\\u0000a\",\"\\\"\\\\\"]");
+}
+
+
+static void
+test_shapes(void)
+{
+    /* nested exactly as the shape, and flat: the same bytes */
+    to_binary("INT32", "[2,2]", "[[1,2],[3,4]]",
+              "01000000 02000000 03000000 04000000");
+    to_binary("INT32", "[2,2]", "[1,2,3,4]",
+              "01000000 02000000 03000000 04000000");
+    to_binary("INT8", "[2,1,2]", "[[[1,2]],[[3,4]]]", "01 02 03 04");
+
+    /* empty tensors and zero dimensions */
+    to_binary("FP32", "[0]", "[]", "");
+    to_binary("FP32", "[2,0]", "[[],[]]", "");
+    to_binary("FP32", "[0,3]", "[]", "");
+    to_binary("BYTES", "[0]", "[]", "");
+    to_json("FP32", "[0]", "", "[]");
+    to_json("BYTES", "[1,0]", "", "[]");
+
+    /* a zero dimension makes any product zero */
+    to_binary("INT8", "[0,9223372036854775807,9223372036854775807]", "[]",
+              "");
+
+    /* a scalar tensor: shape [], one element */
+    to_binary("INT16", "[]", "[7]", "0700");
+}
+
+
+static void
+test_passthrough(void)
+{
+    int          st;
+    run_t        r;
+    const char  *in, *want;
+    u_char       bin[8];
+
+    /* ids, parameters, big integers, unknown fields, odd spacing: kept */
+
+    in = "{ \"id\" : \"r\\u0031\", \"parameters\":{\"seq\":123456789012345678901234567890,"
+         "\"f\":1.50e+3},\n \"x-unknown\":{\"a\":[1,{\"b\":null}]},"
+         "\"inputs\":[ {\"name\":\"a\", \"parameters\":{\"p\":\"q\"},"
+         "\"datatype\":\"INT8\",\"shape\":[2],\"data\":[1, 2],"
+         "\"extra\":[true]} ], \"outputs\":[{\"name\":\"o\",\"parameters\":"
+         "{\"binary_data\":true,\"k\":99999999999999999999}}] }  ";
+
+    want = "{ \"id\" : \"r\\u0031\", \"parameters\":{\"seq\":123456789012345678901234567890,"
+           "\"f\":1.50e+3},\n \"x-unknown\":{\"a\":[1,{\"b\":null}]},"
+           "\"inputs\":[ {\"name\":\"a\", \"parameters\":{\"p\":\"q\","
+           "\"binary_data_size\":2},"
+           "\"datatype\":\"INT8\",\"shape\":[2],"
+           "\"extra\":[true]} ], \"outputs\":[{\"name\":\"o\",\"parameters\":"
+           "{\"binary_data\":true,\"k\":99999999999999999999}}] }  ";
+
+    st = run(&r, OIP_FORM_BINARY, in, strlen(in), NULL, 0, -1);
+
+    ok(st == 0 && same(r.out, r.req.header_len, want, strlen(want),
+                       "header"),
+       "everything not converted is byte-exact, in order");
+    ok(r.len == strlen(want) + 2 && r.out[r.len - 2] == 1
+       && r.out[r.len - 1] == 2, "and the chunk follows");
+
+    run_free(&r);
+
+    /* keep: validated, not rewritten */
+
+    st = run(&r, OIP_FORM_KEEP, in, strlen(in), NULL, 0, -1);
+    ok(st == 0 && !r.req.rewritten, "keep: valid and untouched");
+    run_free(&r);
+
+    /* data first in the input: converted in a second look */
+
+    in = "{\"inputs\":[{\"data\":[[1,2]],\"name\":\"a\",\"shape\":[1,2],"
+         "\"datatype\":\"UINT8\"}]}";
+    want = "{\"inputs\":[{\"parameters\":{\"binary_data_size\":2},"
+           "\"name\":\"a\",\"shape\":[1,2],\"datatype\":\"UINT8\"}]}";
+
+    st = run(&r, OIP_FORM_BINARY, in, strlen(in), NULL, 0, -1);
+    ok(st == 0 && same(r.out, r.req.header_len, want, strlen(want),
+                       "header"), "data before datatype and shape");
+    run_free(&r);
+
+    /* parameters after data, with binary_data_size added to them */
+
+    in = "{\"inputs\":[{\"name\":\"a\",\"shape\":[1],\"datatype\":\"UINT8\","
+         "\"data\":[9],\"parameters\":{}}]}";
+    want = "{\"inputs\":[{\"name\":\"a\",\"shape\":[1],\"datatype\":"
+           "\"UINT8\",\"parameters\":{\"binary_data_size\":1}}]}";
+
+    st = run(&r, OIP_FORM_BINARY, in, strlen(in), NULL, 0, -1);
+    ok(st == 0 && same(r.out, r.req.header_len, want, strlen(want),
+                       "header"), "empty parameters get binary_data_size");
+    run_free(&r);
+
+    /* binary -> JSON: parameters with other entries keep them */
+
+    in = "{\"inputs\":[{\"name\":\"a\",\"shape\":[2],\"datatype\":\"UINT8\","
+         "\"parameters\":{\"binary_data_size\":2,\"keep\":1}}]}";
+    want = "{\"inputs\":[{\"name\":\"a\",\"shape\":[2],\"datatype\":"
+           "\"UINT8\",\"parameters\":{\"keep\":1},\"data\":[3,4]}]}";
+    bin[0] = 3;
+    bin[1] = 4;
+
+    st = run(&r, OIP_FORM_JSON, in, strlen(in), bin, 2, -2);
+    ok(st == 0 && same(r.out, r.len, want, strlen(want), "body"),
+       "binary -> JSON keeps other parameters");
+    run_free(&r);
+
+    in = "{\"inputs\":[{\"name\":\"a\",\"parameters\":{\"keep\":1,"
+         "\"binary_data_size\":2},\"shape\":[2],\"datatype\":\"UINT8\"}]}";
+    want = "{\"inputs\":[{\"name\":\"a\",\"parameters\":{\"keep\":1},"
+           "\"shape\":[2],\"datatype\":\"UINT8\",\"data\":[3,4]}]}";
+
+    st = run(&r, OIP_FORM_JSON, in, strlen(in), bin, 2, -2);
+    ok(st == 0 && same(r.out, r.len, want, strlen(want), "body"),
+       "binary_data_size last among parameters");
+    run_free(&r);
+}
+
+
+static void
+test_mixed(void)
+{
+    int          st;
+    run_t        r;
+    const char  *in, *want;
+    u_char       bin[6] = { 0xaa, 0xbb, 1, 0, 0, 0 };
+
+    /* a binary input, a JSON input, a binary input: chunks in order */
+
+    in = "{\"inputs\":["
+         "{\"name\":\"a\",\"shape\":[2],\"datatype\":\"UINT8\","
+         "\"parameters\":{\"binary_data_size\":2}},"
+         "{\"name\":\"b\",\"shape\":[1],\"datatype\":\"INT16\","
+         "\"data\":[-1]},"
+         "{\"name\":\"c\",\"shape\":[1],\"datatype\":\"INT32\","
+         "\"parameters\":{\"binary_data_size\":4}}]}";
+
+    want = "{\"inputs\":["
+           "{\"name\":\"a\",\"shape\":[2],\"datatype\":\"UINT8\","
+           "\"parameters\":{\"binary_data_size\":2}},"
+           "{\"name\":\"b\",\"shape\":[1],\"datatype\":\"INT16\","
+           "\"parameters\":{\"binary_data_size\":2}},"
+           "{\"name\":\"c\",\"shape\":[1],\"datatype\":\"INT32\","
+           "\"parameters\":{\"binary_data_size\":4}}]}";
+
+    st = run(&r, OIP_FORM_BINARY, in, strlen(in), bin, 6, -2);
+
+    ok(st == 0 && same(r.out, r.req.header_len, want, strlen(want),
+                       "header"), "mixed -> binary: header");
+    ok(r.len == strlen(want) + 8
+       && memcmp(r.out + strlen(want), "\xaa\xbb\xff\xff\x01\0\0\0", 8)
+          == 0, "mixed -> binary: chunks a, b, c in order");
+    run_free(&r);
+
+    want = "{\"inputs\":["
+           "{\"name\":\"a\",\"shape\":[2],\"datatype\":\"UINT8\","
+           "\"data\":[170,187]},"
+           "{\"name\":\"b\",\"shape\":[1],\"datatype\":\"INT16\","
+           "\"data\":[-1]},"
+           "{\"name\":\"c\",\"shape\":[1],\"datatype\":\"INT32\","
+           "\"data\":[1]}]}";
+
+    st = run(&r, OIP_FORM_JSON, in, strlen(in), bin, 6, -2);
+    ok(st == 0 && same(r.out, r.len, want, strlen(want), "body"),
+       "mixed -> JSON");
+    run_free(&r);
+
+    st = run(&r, OIP_FORM_KEEP, in, strlen(in), bin, 6, -2);
+    ok(st == 0 && !r.req.rewritten, "mixed, keep: untouched");
+    run_free(&r);
+
+    /* a shared-memory input is neither converted nor counted */
+
+    in = "{\"inputs\":[{\"name\":\"s\",\"shape\":[4],\"datatype\":\"FP32\","
+         "\"parameters\":{\"shared_memory_region\":\"r\","
+         "\"shared_memory_byte_size\":16}}]}";
+
+    st = run(&r, OIP_FORM_BINARY, in, strlen(in), NULL, 0, -1);
+    ok(st == 0 && !r.req.rewritten, "shared memory passes through");
+    run_free(&r);
+
+    /* JSON mode with an IHCL but no binary: only headers change */
+
+    in = "{\"inputs\":[{\"name\":\"j\",\"shape\":[1],\"datatype\":\"FP32\","
+         "\"data\":[1]}]}";
+
+    st = run(&r, OIP_FORM_JSON, in, strlen(in), NULL, 0, -2);
+    ok(st == 0 && r.req.rewritten && !r.req.binary
+       && same(r.out, r.len, in, strlen(in), "body"),
+       "json: IHCL with all-JSON inputs is dropped, body kept");
+    run_free(&r);
+}
+
+
+static void
+test_errors(void)
+{
+    u_char       bin[16];
+    const char  *j;
+
+    /* IHCL and framing */
+    j = INPUT("\"shape\":[1],\"datatype\":\"INT8\",\"data\":[1]");
+    reject(OIP_FORM_KEEP, j, strlen(j), NULL, 0, (off_t) strlen(j) + 1,
+           400, "exceeds the body length");
+    reject(OIP_FORM_BINARY, "", 0, NULL, 0, 0, 400, "raw binary");
+    reject(OIP_FORM_KEEP, "", 0, NULL, 0, -1, 400, "body is empty");
+    reject(OIP_FORM_KEEP, j, strlen(j), (u_char *) "xx", 2, -1, 400,
+           "unexpected bytes after the JSON");
+    reject(OIP_FORM_KEEP, j, strlen(j), (u_char *) "xx", 2, -2, 400,
+           "not claimed by any binary_data_size");
+
+    /* JSON syntax */
+    REJECT("   ", 400, "invalid JSON");
+    REJECT("[]", 400, "must be a JSON object");
+    REJECT("{\"inputs\":[}", 400, "invalid JSON");
+    REJECT("{\"inputs\":[],}", 400, "invalid JSON");
+    REJECT("{\"a\":1,\"a\":2,\"inputs\":[]}", 400, "duplicate key \"a\"");
+    REJECT("{\"a\":1,\"\\u0061\":2}", 400, "duplicate key \"a\"");
+    REJECT(INPUT("\"shape\":[1],\"shape\":[1],\"datatype\":\"INT8\","
+                 "\"data\":[1]"), 400, "duplicate key \"shape\"");
+    REJECT("{\"x\":{\"p\":{\"q\":1,\"q\":1}},\"inputs\":[]}", 400,
+           "duplicate key \"q\"");
+    REJECT("{\"x\":\"\xc0\xaf\"}", 400, "invalid UTF-8");
+    REJECT("{\"x\":\"\xed\xa0\x80\"}", 400, "invalid UTF-8");
+    REJECT("{\"x\":\"\\ud800\"}", 400, "unpaired high surrogate");
+    REJECT("{\"x\":\"\\udc00\"}", 400, "unpaired low surrogate");
+    REJECT("{\"x\":\"a\tb\"}", 400, "control character");
+    REJECT("{\"x\":01}", 400, "invalid number");
+    REJECT("{\"x\":1.}", 400, "invalid number");
+    REJECT("{\"x\":.5}", 400, "expected a value");
+    REJECT("{\"x\":1e}", 400, "invalid number");
+    REJECT("{\"x\":-NaN}", 400, "invalid number");
+    REJECT("{\"x\":tru}", 400, "invalid literal");
+    REJECT("{\"x\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+           "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]"
+           "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"
+           "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}", 400, "oip_max_depth");
+
+    /* inputs */
+    REJECT("{}", 400, "'inputs' is missing");
+    REJECT("{\"inputs\":{}}", 400, "'inputs' must be an array");
+    REJECT("{\"inputs\":[]}", 400, "'inputs' must not be empty");
+    REJECT("{\"inputs\":[1]}", 400, "inputs[0] must be an object");
+    REJECT("{\"inputs\":[{\"shape\":[1],\"datatype\":\"INT8\","
+           "\"data\":[1]}]}", 400, "inputs[0]: 'name' is missing");
+    REJECT("{\"inputs\":[{\"name\":\"\",\"shape\":[1],"
+           "\"datatype\":\"INT8\",\"data\":[1]}]}", 400, "must not be empty");
+    REJECT("{\"inputs\":[{\"name\":7}]}", 400, "'name' must be a string");
+    REJECT("{\"inputs\":[{\"name\":\"a\",\"shape\":[1],\"datatype\":\"INT8\","
+           "\"data\":[1]},{\"name\":\"\\u0061\",\"shape\":[1],"
+           "\"datatype\":\"INT8\",\"data\":[1]}]}", 400,
+           "input name \"a\" appears twice");
+    REJECT(INPUT("\"shape\":[1],\"data\":[1]"), 400,
+           "input 'x': 'datatype' is missing");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"int8\",\"data\":[1]"), 400,
+           "input 'x': unknown datatype \"int8\"");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"FP8\",\"data\":[1]"), 400,
+           "unknown datatype");
+    REJECT(INPUT("\"datatype\":\"INT8\",\"data\":[1]"), 400,
+           "input 'x': 'shape' is missing");
+    REJECT(INPUT("\"shape\":[-1],\"datatype\":\"INT8\",\"data\":[1]"), 400,
+           "shape dimension -1 is not an integer");
+    REJECT(INPUT("\"shape\":[1.0],\"datatype\":\"INT8\",\"data\":[1]"), 400,
+           "shape dimension 1.0");
+    REJECT(INPUT("\"shape\":[9223372036854775808],\"datatype\":\"INT8\","
+                 "\"data\":[1]"), 400, "shape dimension");
+    REJECT(INPUT("\"shape\":\"1\",\"datatype\":\"INT8\",\"data\":[1]"), 400,
+           "'shape' must be an array");
+    REJECT(INPUT("\"shape\":[4294967296,4294967296],\"datatype\":\"INT8\","
+                 "\"data\":[1]"), 400, "overflows");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\""), 400,
+           "input 'x' has no data");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\",\"data\":[1],"
+                 "\"parameters\":{\"binary_data_size\":1}"), 400,
+           "more than one of");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\",\"data\":[1],"
+                 "\"parameters\":{\"shared_memory_region\":\"r\"}"), 400,
+           "more than one of");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\",\"parameters\":[]"),
+           400, "'parameters' must be an object");
+
+    /* data */
+    REJECT(INPUT("\"shape\":[3],\"datatype\":\"INT8\",\"data\":[1,2]"), 400,
+           "input 'x': data has 2 elements, shape [3] needs 3");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\",\"data\":[1,2,3]"), 400,
+           "data has 3 elements");
+    REJECT(INPUT("\"shape\":[2,2],\"datatype\":\"INT8\","
+                 "\"data\":[[1,2],[3]]"), 400, "not nested as its shape");
+    REJECT(INPUT("\"shape\":[2,2],\"datatype\":\"INT8\","
+                 "\"data\":[[1,2],3,4]"), 400, "not nested as its shape");
+    REJECT(INPUT("\"shape\":[4],\"datatype\":\"INT8\","
+                 "\"data\":[[1,2],[3,4]]"), 400, "not nested as its shape");
+    REJECT(INPUT("\"shape\":[2,2],\"datatype\":\"INT8\","
+                 "\"data\":[1,2,[3,4]]"), 400, "not nested as its shape");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\",\"data\":5"), 400,
+           "'data' must be an array");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT32\",\"data\":[1.0]"), 400,
+           "element 0: 1.0 is not an integer");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT32\",\"data\":[1e2]"), 400,
+           "1e2 is not an integer");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT32\",\"data\":[NaN]"), 400,
+           "is not an integer");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT32\",\"data\":[\"1\"]"),
+           400, "expected a number");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\",\"data\":[128]"), 400,
+           "128 is out of range for INT8");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\",\"data\":[-129]"), 400,
+           "out of range for INT8");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"UINT8\",\"data\":[-1]"), 400,
+           "out of range for UINT8");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"UINT32\",\"data\":[-0]"), 400,
+           "out of range for UINT32");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"UINT64\","
+                 "\"data\":[18446744073709551616]"), 400, "out of range");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT64\","
+                 "\"data\":[9223372036854775808]"), 400, "out of range");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT64\","
+                 "\"data\":[-9223372036854775809]"), 400, "out of range");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"BOOL\",\"data\":[1]"), 400,
+           "expected true or false");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"FP32\",\"data\":[true]"), 400,
+           "expected a number");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"FP32\",\"data\":[1e39]"), 400,
+           "1e39 is out of range for FP32");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"FP64\",\"data\":[1e309]"), 400,
+           "out of range for FP64");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"FP16\",\"data\":[65520]"), 400,
+           "65520 is out of range for FP16");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"BF16\",\"data\":[3.4e38]"),
+           400, "out of range for BF16");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[1]"), 400,
+           "expected a string");
+
+    /* binary_data_size */
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\","
+                 "\"parameters\":{\"binary_data_size\":-1}"), 400,
+           "binary_data_size must be a non-negative integer");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\","
+                 "\"parameters\":{\"binary_data_size\":1.5}"), 400,
+           "non-negative integer");
+    REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\","
+                 "\"parameters\":{\"binary_data_size\":1}"), 400,
+           "has no Inference-Header-Content-Length");
+
+    j = INPUT("\"shape\":[2],\"datatype\":\"INT32\","
+              "\"parameters\":{\"binary_data_size\":4}");
+    memset(bin, 0, sizeof(bin));
+    reject(OIP_FORM_KEEP, j, strlen(j), bin, 4, -2, 400,
+           "binary_data_size is 4, but 2 elements of INT32 need 8");
+
+    j = INPUT("\"shape\":[2],\"datatype\":\"INT32\","
+              "\"parameters\":{\"binary_data_size\":8}");
+    reject(OIP_FORM_KEEP, j, strlen(j), bin, 4, -2, 400,
+           "runs past the end");
+    reject(OIP_FORM_KEEP, j, strlen(j), bin, 9, -2, 400,
+           "1 bytes after the JSON header are not claimed");
+
+    j = INPUT("\"shape\":[2305843009213693952],\"datatype\":\"INT64\","
+              "\"parameters\":{\"binary_data_size\":0}");
+    reject(OIP_FORM_KEEP, j, strlen(j), NULL, 0, -2, 400,
+           "need more than");
+
+    j = INPUT("\"shape\":[2],\"datatype\":\"BOOL\","
+              "\"parameters\":{\"binary_data_size\":2}");
+    reject(OIP_FORM_KEEP, j, strlen(j), (u_char *) "\1\2", 2, -2, 400,
+           "BOOL element 1 is 2");
+
+    j = INPUT("\"shape\":[2],\"datatype\":\"BYTES\","
+              "\"parameters\":{\"binary_data_size\":9}");
+    reject(OIP_FORM_KEEP, j, strlen(j), (u_char *) "\1\0\0\0a\5\0\0\0", 9,
+           -2, 400, "BYTES element 1: its length 5 runs past");
+    j = INPUT("\"shape\":[2],\"datatype\":\"BYTES\","
+              "\"parameters\":{\"binary_data_size\":7}");
+    reject(OIP_FORM_KEEP, j, strlen(j), (u_char *) "\1\0\0\0a\0\0", 7,
+           -2, 400, "BYTES element 1 is cut off");
+    j = INPUT("\"shape\":[1],\"datatype\":\"BYTES\","
+              "\"parameters\":{\"binary_data_size\":6}");
+    reject(OIP_FORM_KEEP, j, strlen(j), (u_char *) "\1\0\0\0ab", 6,
+           -2, 400, "1 bytes after its 1 elements");
+    j = INPUT("\"shape\":[1],\"datatype\":\"BYTES\","
+              "\"parameters\":{\"binary_data_size\":5}");
+    reject(OIP_FORM_JSON, j, strlen(j), (u_char *) "\1\0\0\0\xff", 5,
+           -2, 400, "not valid UTF-8 and cannot be JSON");
+
+    /* outputs and parameters */
+    REJECT("{\"inputs\":[{\"name\":\"a\",\"shape\":[1],\"datatype\":\"INT8\","
+           "\"data\":[1]}],\"outputs\":{}}", 400, "'outputs' must be an array");
+    REJECT("{\"outputs\":[{\"name\":\"o\"},{\"name\":\"o\"}],\"inputs\":[]}",
+           400, "output name \"o\" appears twice");
+    REJECT("{\"outputs\":[{\"parameters\":{}}],\"inputs\":[]}", 400,
+           "outputs[0]: 'name' is missing");
+    REJECT("{\"outputs\":[{\"name\":\"\"}],\"inputs\":[]}", 400,
+           "must not be empty");
+    REJECT("{\"outputs\":[{\"name\":\"o\",\"parameters\":{\"binary_data\":1}}"
+           "],\"inputs\":[]}", 400, "output 'o': binary_data must be a bool");
+    REJECT("{\"outputs\":[{\"name\":\"o\",\"parameters\":{\"x\":[1]}}],"
+           "\"inputs\":[]}", 400, "parameter \"x\" must be a string");
+    REJECT("{\"parameters\":{\"binary_data_output\":\"yes\"},\"inputs\":[]}",
+           400, "binary_data_output must be a boolean");
+    REJECT("{\"parameters\":{\"x\":null},\"inputs\":[]}", 400,
+           "the request: parameter \"x\" must be a string");
+
+    /* limits */
+    {
+        oip_options_t  saved = opts;
+
+        opts.max_json_size = 10;
+        j = INPUT("\"shape\":[1],\"datatype\":\"INT8\",\"data\":[1]");
+        reject(OIP_FORM_KEEP, j, strlen(j), NULL, 0, -1, 413,
+               "oip_max_json_size");
+        opts = saved;
+
+        opts.max_tensor_size = 3;
+        j = INPUT("\"shape\":[1],\"datatype\":\"INT32\",\"data\":[1]");
+        reject(OIP_FORM_BINARY, j, strlen(j), NULL, 0, -1, 413,
+               "oip_max_tensor_size");
+        j = INPUT("\"shape\":[1],\"datatype\":\"BYTES\",\"data\":[\"a\"]");
+        reject(OIP_FORM_BINARY, j, strlen(j), NULL, 0, -1, 413,
+               "oip_max_tensor_size");
+        reject(OIP_FORM_KEEP, j, strlen(j), NULL, 0, -1, 413,
+               "oip_max_tensor_size");
+        j = INPUT("\"shape\":[4],\"datatype\":\"UINT8\","
+                  "\"parameters\":{\"binary_data_size\":4}");
+        reject(OIP_FORM_KEEP, j, strlen(j), bin, 4, -2, 413,
+               "oip_max_tensor_size");
+
+        /* a huge shape costs nothing: refused before allocating */
+        j = INPUT("\"shape\":[1000000000000],\"datatype\":\"FP64\","
+                  "\"data\":[1]");
+        reject(OIP_FORM_BINARY, j, strlen(j), NULL, 0, -1, 413,
+               "oip_max_tensor_size");
+        opts = saved;
+
+        opts.max_depth = 3;
+        j = INPUT("\"shape\":[1],\"datatype\":\"INT8\",\"data\":[1]");
+        reject(OIP_FORM_KEEP, j, strlen(j), NULL, 0, -1, 400,
+               "oip_max_depth (3)");
+        opts = saved;
+    }
+}
+
+
+static void
+test_ihcl(void)
+{
+    uint64_t  n;
+
+    ok(oip_ihcl_parse((u_char *) "123", 3, &n) == 0 && n == 123, "IHCL 123");
+    ok(oip_ihcl_parse((u_char *) "0", 1, &n) == 0 && n == 0, "IHCL 0");
+    ok(oip_ihcl_parse((u_char *) "00", 2, &n) == -1, "IHCL 00");
+    ok(oip_ihcl_parse((u_char *) "012", 3, &n) == -1, "IHCL 012");
+    ok(oip_ihcl_parse((u_char *) "+1", 2, &n) == -1, "IHCL +1");
+    ok(oip_ihcl_parse((u_char *) "-1", 2, &n) == -1, "IHCL -1");
+    ok(oip_ihcl_parse((u_char *) " 1", 2, &n) == -1, "IHCL space");
+    ok(oip_ihcl_parse((u_char *) "", 0, &n) == -1, "IHCL empty");
+    ok(oip_ihcl_parse((u_char *) "18446744073709551615", 20, &n) == 0
+       && n == UINT64_MAX, "IHCL 2^64-1");
+    ok(oip_ihcl_parse((u_char *) "18446744073709551616", 20, &n) == -1,
+       "IHCL 2^64");
+}
+
+
+static void
+test_alloc_failures(void)
+{
+    int          st;
+    size_t       k;
+    run_t        r;
+    oip_options_t  o;
+    const char  *j;
+    int          all500;
+
+    /* every allocation failing in turn gives a clean 500, never a crash */
+
+    j = "{\"inputs\":[{\"name\":\"a\",\"shape\":[3],\"datatype\":\"BYTES\","
+        "\"data\":[\"x\",\"y\",\"\\u00e9\"]},{\"name\":\"b\",\"shape\":[2,2],"
+        "\"datatype\":\"FP32\",\"data\":[[1,2],[3,4]]}],\"outputs\":"
+        "[{\"name\":\"o\"}],\"x\":{\"k\":1,\"\\u006b2\":2}}";
+
+    all500 = 1;
+
+    for (k = 1; k < 40; k++) {
+        memset(&r, 0, sizeof(run_t));
+        arena_init(&r.arena, &r.alloc);
+        r.arena.fail_after = k;
+
+        o = opts;
+        o.inputs = OIP_FORM_BINARY;
+
+        st = oip_request_process(&r.req, &r.alloc, &o, (u_char *) j,
+                                 strlen(j), -1);
+
+        if (st != 0 && st != 500) {
+            all500 = 0;
+            diag("allocation %zu failing gave %d: %s", k, st, r.req.error);
+        }
+
+        arena_destroy(&r.arena);
+    }
+
+    ok(all500, "allocation failures end in 500 out of memory");
+}
+
+
+int
+main(void)
+{
+    test_datatypes();
+    test_shapes();
+    test_passthrough();
+    test_mixed();
+    test_errors();
+    test_ihcl();
+    test_alloc_failures();
+
+    return tap_done();
+}
