@@ -80,6 +80,93 @@ do_build() {
     say "built $BUILD/ngx_http_oip_module.so"
 }
 
+CFLAGS_UNIT=(-std=gnu99 -g -O1 -Wall -Wextra -Wno-unused-parameter
+             -Wno-unused-function -fsanitize=address,undefined
+             -fno-omit-frame-pointer -fno-sanitize-recover=all)
+
+do_unit() {
+    local t out
+    mkdir -p "$BUILD/unit"
+    for t in "$ROOT"/t/unit/test_*.c; do
+        out="$BUILD/unit/$(basename "$t" .c)"
+        gcc "${CFLAGS_UNIT[@]}" -I"$ROOT/ngx_oip_module" "$t" \
+            "$ROOT"/ngx_oip_module/oip_*.c -lm -o "$out"
+    done
+    say "unit tests (codec, ASan+UBSan)"
+    prove -e '' "$BUILD"/unit/test_*
+}
+
+do_integration() {
+    local t failed=()
+    say "integration tests (real nginx, example runtime)"
+    for t in "$ROOT"/t/integration/test_*.py; do
+        printf '%s ... ' "t/integration/$(basename "$t")" >&2
+        if "$PY" "$t" > "$BUILD/$(basename "$t" .py).log" 2>&1; then
+            echo "ok ($(grep -Eo '^Ran [0-9]+ tests' \
+                "$BUILD/$(basename "$t" .py).log" | cut -d' ' -f2) tests)" >&2
+        else
+            echo "FAILED" >&2
+            cat "$BUILD/$(basename "$t" .py).log" >&2
+            failed+=("$t")
+        fi
+    done
+    [ ${#failed[@]} -eq 0 ] || { say "failed: ${failed[*]}"; return 1; }
+}
+
+do_test() {
+    do_build
+    install_pkgs "${PKGS_TEST[@]}"
+    do_unit
+    do_integration
+    say "all tests passed"
+}
+
+do_run() {
+    do_build
+    install_pkgs "${PKGS_TEST[@]}"
+
+    local dir="$BUILD/run" rt ngx
+    mkdir -p "$dir/logs"
+    chmod 755 "$dir"
+
+    "$PY" "$ROOT/t/runtime/oip_runtime.py" --port 8001 &
+    rt=$!
+    /usr/sbin/nginx -p "$dir/" -c "$ROOT/docs/examples/demo.conf" \
+        -e "$dir/logs/error.log" \
+        -g "load_module $BUILD/ngx_http_oip_module.so; daemon off;" &
+    ngx=$!
+
+    trap 'kill $ngx $rt 2>/dev/null; wait $ngx $rt 2>/dev/null; \
+          say "stopped"; exit 0' INT TERM
+
+    sleep 1
+    kill -0 $ngx 2>/dev/null || { say "nginx did not start"; \
+        cat "$dir/logs/error.log" >&2; kill $rt; exit 1; }
+
+    cat <<'EOT'
+
+The gateway listens on http://127.0.0.1:8000 (nginx + ngx_oip_module),
+in front of the example runtime on 127.0.0.1:8001 (Triton's rules).
+Try, from another terminal:
+
+# a JSON request, sent on to the runtime as binary tensor data
+curl -s http://127.0.0.1:8000/v2/models/simple/infer -d '{"inputs":[
+  {"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]]},
+  {"name":"INPUT1","shape":[1,16],"datatype":"INT32","data":[[1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]]}]}'
+
+# INT64 at both ends of its range, exact through the conversion
+curl -s http://127.0.0.1:8000/v2/models/identity/infer -d '{"inputs":[
+  {"name":"INPUT0","shape":[2],"datatype":"INT64","data":[9223372036854775807,-9223372036854775808]}]}'
+
+# a bad request is stopped at the edge with a precise error
+curl -s -i http://127.0.0.1:8000/v2/models/simple/infer -d '{"inputs":[
+  {"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[1,2,3]}]}'
+
+Ctrl-C stops both.
+EOT
+    wait $ngx
+}
+
 usage() {
     sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
@@ -90,5 +177,7 @@ cmd=${1:-}
 
 case "$cmd" in
     build) do_build ;;
+    test) do_test ;;
+    run) do_run ;;
     *) usage ;;
 esac

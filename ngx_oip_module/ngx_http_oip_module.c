@@ -48,14 +48,14 @@ static ngx_command_t  ngx_http_oip_commands[] = {
 
     { ngx_string("oip_max_json_size"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
-      ngx_conf_set_size_slot,
+      ngx_conf_set_off_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_oip_loc_conf_t, max_json_size),
       NULL },
 
     { ngx_string("oip_max_tensor_size"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
-      ngx_conf_set_size_slot,
+      ngx_conf_set_off_slot,
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_oip_loc_conf_t, max_tensor_size),
       NULL },
@@ -114,8 +114,8 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
 
     conf->enable = NGX_CONF_UNSET;
     conf->inputs = NGX_CONF_UNSET_UINT;
-    conf->max_json_size = NGX_CONF_UNSET_SIZE;
-    conf->max_tensor_size = NGX_CONF_UNSET_SIZE;
+    conf->max_json_size = NGX_CONF_UNSET;
+    conf->max_tensor_size = NGX_CONF_UNSET;
     conf->max_depth = NGX_CONF_UNSET_UINT;
 
     return conf;
@@ -130,10 +130,19 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 
     ngx_conf_merge_value(conf->enable, prev->enable, 0);
     ngx_conf_merge_uint_value(conf->inputs, prev->inputs, OIP_FORM_KEEP);
-    ngx_conf_merge_size_value(conf->max_json_size, prev->max_json_size,
-                              64 * 1024 * 1024);
-    ngx_conf_merge_size_value(conf->max_tensor_size, prev->max_tensor_size,
-                              64 * 1024 * 1024);
+    ngx_conf_merge_off_value(conf->max_json_size, prev->max_json_size,
+                             64 * 1024 * 1024);
+    ngx_conf_merge_off_value(conf->max_tensor_size, prev->max_tensor_size,
+                             64 * 1024 * 1024);
+
+    if ((uint64_t) conf->max_json_size > NGX_MAX_SIZE_T_VALUE / 4
+        || (uint64_t) conf->max_tensor_size > NGX_MAX_SIZE_T_VALUE / 4)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "oip_max_json_size and oip_max_tensor_size "
+                           "must be below %uz", NGX_MAX_SIZE_T_VALUE / 4);
+        return NGX_CONF_ERROR;
+    }
     ngx_conf_merge_uint_value(conf->max_depth, prev->max_depth, 100);
 
     return NGX_CONF_OK;

@@ -18,8 +18,8 @@
 typedef struct {
     ngx_flag_t             enable;
     ngx_uint_t             inputs;          /* oip_form_e */
-    size_t                 max_json_size;
-    size_t                 max_tensor_size;
+    off_t                  max_json_size;
+    off_t                  max_tensor_size;
     ngx_uint_t             max_depth;
 } ngx_http_oip_loc_conf_t;
 

@@ -253,8 +253,8 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     alloc.data = r->pool;
 
     opt.inputs = olcf->inputs;
-    opt.max_json_size = olcf->max_json_size;
-    opt.max_tensor_size = olcf->max_tensor_size;
+    opt.max_json_size = (size_t) olcf->max_json_size;
+    opt.max_tensor_size = (size_t) olcf->max_tensor_size;
     opt.max_depth = olcf->max_depth;
 
     if (oip_request_process(&req, &alloc, &opt, body, len, ihcl) != 0) {

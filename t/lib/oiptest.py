@@ -1,0 +1,343 @@
+#
+# Copyright (C) ngx_oip_module authors
+#
+"""The integration test harness: real nginx with the built module, the
+example runtime, and a recording upstream, all on 127.0.0.1.
+
+Each test class gets its own nginx prefix directory and ports.  When a
+class ends, its error log must hold no [alert], [emerg] or [crit], no
+worker that exited on a signal and no sanitizer report.
+"""
+
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
+MODULE = os.environ.get("OIP_MODULE",
+                        os.path.join(ROOT, "build", "ngx_http_oip_module.so"))
+NGINX = os.environ.get("OIP_NGINX", "/usr/sbin/nginx")
+RUNTIME = os.path.join(ROOT, "t", "runtime", "oip_runtime.py")
+PYTHON = "/usr/bin/python3"
+IHCL = "Inference-Header-Content-Length"
+
+# extra environment for nginx, e.g. LD_PRELOAD for sanitizer runs
+NGINX_ENV = json.loads(os.environ.get("OIP_NGINX_ENV", "{}"))
+# a wrapper command, e.g. valgrind, as a JSON list
+NGINX_WRAP = json.loads(os.environ.get("OIP_NGINX_WRAP", "[]"))
+
+BAD_LOG = re.compile(r"\[(alert|emerg|crit)\]|exited on signal|"
+                     r"AddressSanitizer|LeakSanitizer|runtime error:|"
+                     r"ERROR SUMMARY: [1-9]")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, proc=None, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError("process exited with %s" % proc.returncode)
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("nothing listens on port %d" % port)
+
+
+class Runtime:
+    """The example runtime as its own process."""
+
+    def __init__(self, family="triton"):
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [PYTHON, RUNTIME, "--port", str(self.port), "--family", family],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_port(self.port, self.proc)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.proc.stderr.close()
+
+
+class Recorder:
+    """An upstream that records each request's exact bytes and answers
+    what the test says (by default 200 with a small JSON body)."""
+
+    def __init__(self):
+        self.requests = []
+        self.answer = None
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def handle_one(self):
+                length = int(self.headers.get("Content-Length", 0))
+                body = self.rfile.read(length)
+                recorder.requests.append({
+                    "method": self.command, "path": self.path,
+                    "headers": {k.lower(): v for k, v in
+                                self.headers.items()},
+                    "header_list": list(self.headers.items()),
+                    "body": body})
+                answer = recorder.answer
+                if callable(answer):
+                    answer = answer(recorder.requests[-1])
+                status, headers, out = answer or (
+                    200, {"Content-Type": "application/json"},
+                    b'{"model_name":"m","outputs":[]}')
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                if "Content-Length" not in headers:
+                    self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                if self.command != "HEAD":
+                    self.wfile.write(out)
+
+            do_GET = do_POST = do_PUT = do_HEAD = handle_one
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       daemon=True)
+        self.thread.start()
+
+    def last(self):
+        return self.requests[-1] if self.requests else None
+
+    def clear(self):
+        self.requests.clear()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+CONF = """
+{main}
+worker_processes {workers};
+pid {dir}/nginx.pid;
+error_log {dir}/error.log {log_level};
+load_module {module};
+
+events {{
+    worker_connections 1024;
+}}
+
+http {{
+    access_log off;
+    client_body_temp_path {dir}/client_body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+
+    {http}
+
+    server {{
+        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{h2port} http2;
+
+        {server}
+    }}
+}}
+"""
+
+
+class Nginx:
+    """A real nginx with the module loaded, in its own prefix."""
+
+    def __init__(self, server, http="", main="", workers=1,
+                 log_level="info", **subst):
+        self.dir = tempfile.mkdtemp(prefix="oip-nginx-")
+        # workers run unprivileged: let them reach their temp paths
+        os.chmod(self.dir, 0o755)
+        self.port = free_port()
+        self.h2port = free_port()
+        values = dict(subst, dir=self.dir, port=self.port,
+                      h2port=self.h2port)
+        conf = CONF.format(main=main, workers=workers, dir=self.dir,
+                           module=MODULE, http=http.format(**values),
+                           server=server.format(**values), port=self.port,
+                           h2port=self.h2port, log_level=log_level)
+        self.conf = os.path.join(self.dir, "nginx.conf")
+        with open(self.conf, "w") as f:
+            f.write(conf)
+        self.start()
+
+    def start(self):
+        env = dict(os.environ, **NGINX_ENV)
+        self.proc = subprocess.Popen(
+            NGINX_WRAP + [NGINX, "-p", self.dir + "/", "-c", self.conf,
+                          "-e", self.dir + "/error.log",
+                          "-g", "daemon off;"],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_port(self.port, self.proc, timeout=60 if NGINX_WRAP else 15)
+
+    def workers(self):
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)],
+                             capture_output=True, text=True).stdout
+        return sorted(int(p) for p in out.split())
+
+    def log(self):
+        try:
+            with open(os.path.join(self.dir, "error.log"), errors="replace") \
+                    as f:
+                return f.read()
+        except FileNotFoundError:
+            return ""
+
+    def stop(self):
+        """Stops nginx; returns the lines of its log that must not be."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)
+            try:
+                self.proc.wait(60 if NGINX_WRAP else 15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        err = self.proc.stderr.read().decode(errors="replace")
+        self.proc.stderr.close()
+        bad = [l for l in (self.log() + err).splitlines() if BAD_LOG.search(l)]
+        if not bad:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        return bad
+
+    def request(self, method, path, body=None, headers=None, h2=False,
+                timeout=30):
+        """(status, headers with lower-case names, body)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port,
+                                          timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            data = r.read()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+        finally:
+            conn.close()
+
+    def post(self, path, body, headers=None, **kw):
+        return self.request("POST", path, body, headers, **kw)
+
+    def curl(self, *args, h2=False, data=None):
+        """curl, for HTTP/2 and chunked uploads; returns (status, body)."""
+        port = self.h2port if h2 else self.port
+        cmd = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}",
+               "--max-time", "30"]
+        if h2:
+            cmd.append("--http2-prior-knowledge")
+        cmd += list(args)
+        cmd = [c.replace("{base}", "http://127.0.0.1:%d" % port)
+               for c in cmd]
+        out = subprocess.run(cmd, input=data, capture_output=True).stdout
+        body, _, status = out.rpartition(b"\n")
+        return int(status or 0), body
+
+
+class GatewayTestCase(unittest.TestCase):
+    """Starts what cls.setUpGateway() asks for; checks logs at the end."""
+
+    nginx = None
+    runtimes = ()
+    recorder = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls._stoppers = []
+        try:
+            cls.setUpGateway()
+        except Exception:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def start_runtime(cls, family="triton"):
+        rt = Runtime(family)
+        cls._stoppers.append(rt.stop)
+        return rt
+
+    @classmethod
+    def start_recorder(cls):
+        rec = Recorder()
+        cls._stoppers.append(rec.stop)
+        return rec
+
+    @classmethod
+    def start_nginx(cls, server, **kw):
+        ngx = Nginx(server, **kw)
+        cls._nginxes = getattr(cls, "_nginxes", []) + [ngx]
+        return ngx
+
+    @classmethod
+    def tearDownClass(cls):
+        bad = []
+        for ngx in getattr(cls, "_nginxes", []):
+            bad += ngx.stop()
+        cls._nginxes = []
+        for stop in reversed(cls._stoppers):
+            stop()
+        if bad:
+            raise AssertionError("error log of %s:\n%s"
+                                 % (cls.__name__, "\n".join(bad[:20])))
+
+    # helpers
+
+    def assertJSONError(self, resp, status, contains=None):
+        st, headers, body = resp
+        self.assertEqual(st, status, body)
+        self.assertEqual(headers.get("content-type"), "application/json")
+        doc = json.loads(body)
+        self.assertEqual(list(doc), ["error"], body)
+        if contains:
+            self.assertIn(contains, doc["error"])
+        return doc["error"]
+
+
+def binary_body(header, chunks=()):
+    """(body, IHCL) for a JSON header and binary chunks."""
+    h = header if isinstance(header, bytes) else json.dumps(
+        header, separators=(",", ":")).encode()
+    return h + b"".join(chunks), len(h)
+
+
+def split_binary(headers, body):
+    """(JSON header dict, binary rest) of a response or request body."""
+    n = headers.get(IHCL.lower())
+    n = int(n) if n is not None else len(body)
+    return json.loads(body[:n]), body[n:]
+
+
+def run_tests():
+    """unittest.main with verbose output, for the files themselves."""
+    unittest.main(verbosity=2)
