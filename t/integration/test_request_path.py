@@ -127,6 +127,16 @@ class RequestPath(GatewayTestCase):
                 oip_upstream_inputs binary;
                 proxy_pass http://127.0.0.1:{rt}/;
             }}
+            location /triton-keep/ {{
+                oip on;
+                proxy_pass http://127.0.0.1:{rt}/;
+            }}
+            location /unbuffered/ {{
+                proxy_request_buffering off;
+                oip on;
+                oip_upstream_inputs binary;
+                proxy_pass http://127.0.0.1:{rec}/;
+            }}
             location /mlserver/ {{
                 oip on;
                 oip_upstream_inputs json;
@@ -319,7 +329,30 @@ class RequestPath(GatewayTestCase):
         # 2049 rounds to even: 2048
         self.assertEqual(rest, pack("FP16", [0.5, -1.25, 65504.0, 2048.0]))
 
+    def test_raw_binary_passes_through_under_keep(self):
+        raw = pack("FP32", [1.5, -2.0, 3.25])
+        st, headers, out = self.ngx.post(
+            "/triton-keep/v2/models/identity_fp32/infer", raw, {IHCL: "0"})
+        self.assertEqual(st, 200, out)
+        doc, rest = split_binary(headers, out)
+        self.assertEqual(doc["outputs"][0]["shape"], [3])
+        self.assertEqual(rest, raw)
+
     # -------------------------------------------------- framings
+
+    def test_unbuffered_location_still_converts(self):
+        req = dumps({"inputs": [{"name": "x", "shape": [2],
+                                 "datatype": "UINT16", "data": [1, 2]}]})
+        st, out = self.ngx.curl("-X", "POST", "--data-binary", "@-",
+                                "-H", "Transfer-Encoding: chunked",
+                                "{base}/unbuffered/v2/models/m/infer",
+                                data=req)
+        self.assertEqual(st, 200, out)
+        up = self.rec.last()
+        doc, rest = split_binary(up["headers"], up["body"])
+        self.assertEqual(rest, pack("UINT16", [1, 2]))
+        self.assertEqual(up["headers"]["content-length"],
+                         str(len(up["body"])))
 
     def test_chunked_body(self):
         req = dumps({"inputs": [{"name": "x", "shape": [3],
