@@ -90,7 +90,7 @@ do_unit() {
     for t in "$ROOT"/t/unit/test_*.c; do
         out="$BUILD/unit/$(basename "$t" .c)"
         gcc "${CFLAGS_UNIT[@]}" -I"$ROOT/ngx_oip_module" "$t" \
-            "$ROOT"/ngx_oip_module/oip_*.c -lm -o "$out"
+            "$ROOT"/ngx_oip_module/oip_*.c -lm -lz -o "$out"
     done
     say "unit tests (codec, ASan+UBSan)"
     prove -e '' "$BUILD"/unit/test_*

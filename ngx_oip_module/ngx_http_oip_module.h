@@ -15,12 +15,18 @@
 #include "oip_codec.h"
 
 
+#define NGX_HTTP_OIP_IHCL    "Inference-Header-Content-Length"
+
+
 typedef struct {
     ngx_flag_t             enable;
     ngx_uint_t             inputs;          /* oip_form_e */
+    ngx_uint_t             outputs;         /* oip_form_e */
     off_t                  max_json_size;
     off_t                  max_tensor_size;
     ngx_uint_t             max_depth;
+    oip_raw_input_t       *raw;
+    ngx_uint_t             raw_outputs;     /* oip_form_e */
 } ngx_http_oip_loc_conf_t;
 
 
@@ -30,13 +36,31 @@ typedef struct {
                                         the HTTP status of an error */
     ngx_str_t              model;
     ngx_str_t              error;
+
+    /* the response path */
+    oip_wish_t             wish;
+    off_t                  resp_ihcl;
+    u_char                *buf;
+    size_t                 len;
+    size_t                 cap;
+    size_t                 limit;
+
+    unsigned               manage:1;
+    unsigned               filtering:1;
+    unsigned               sent:1;
 } ngx_http_oip_ctx_t;
 
 
 ngx_int_t ngx_http_oip_request_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_oip_response_init(ngx_conf_t *cf);
 ngx_http_oip_ctx_t *ngx_http_oip_get_ctx(ngx_http_request_t *r);
 ngx_int_t ngx_http_oip_send_error(ngx_http_request_t *r, ngx_uint_t status,
     ngx_str_t *msg);
+ngx_table_elt_t *ngx_http_oip_header_find(ngx_list_t *headers,
+    const char *name, size_t len, ngx_uint_t *count);
+void ngx_http_oip_options(ngx_http_oip_loc_conf_t *olcf,
+    oip_options_t *opt);
+void ngx_http_oip_allocator(ngx_http_request_t *r, oip_alloc_t *alloc);
 
 
 extern ngx_module_t  ngx_http_oip_module;

@@ -16,8 +16,6 @@ static ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model);
 static void ngx_http_oip_body_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_process(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
-static ngx_table_elt_t *ngx_http_oip_find_header(ngx_http_request_t *r,
-    const char *name, size_t len, ngx_uint_t *count);
 static ngx_int_t ngx_http_oip_ihcl(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, off_t *ihcl);
 static ngx_int_t ngx_http_oip_body(ngx_http_request_t *r,
@@ -26,15 +24,12 @@ static ngx_int_t ngx_http_oip_replace(ngx_http_request_t *r,
     oip_request_t *req);
 static ngx_int_t ngx_http_oip_headers(ngx_http_request_t *r,
     oip_request_t *req);
+static ngx_uint_t ngx_http_oip_dropped(ngx_table_elt_t *h,
+    oip_request_t *req);
 static ngx_table_elt_t *ngx_http_oip_header_add(ngx_list_t *list,
     char *key, ngx_str_t *value);
 static ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, ngx_uint_t status, const char *msg);
-static void *ngx_http_oip_alloc(void *data, size_t size);
-static void ngx_http_oip_free(void *data, void *p);
-
-
-#define NGX_HTTP_OIP_IHCL    "Inference-Header-Content-Length"
 
 
 ngx_int_t
@@ -220,22 +215,37 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     ngx_int_t                 rc;
     ngx_uint_t                count;
     oip_alloc_t               alloc;
-    ngx_table_elt_t          *h;
     oip_request_t             req;
     oip_options_t             opt;
+    oip_encoding_e            enc;
+    ngx_table_elt_t          *h;
     ngx_http_oip_loc_conf_t  *olcf;
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
-    h = ngx_http_oip_find_header(r, "Content-Encoding",
+    enc = OIP_ENC_NONE;
+
+    h = ngx_http_oip_header_find(&r->headers_in.headers, "Content-Encoding",
                                  sizeof("Content-Encoding") - 1, &count);
 
-    if (h && !(h->value.len == sizeof("identity") - 1
-               && ngx_strncasecmp(h->value.data, (u_char *) "identity",
-                                  h->value.len) == 0))
+    if (h && count == 1 && h->value.len == 4
+        && ngx_strncasecmp(h->value.data, (u_char *) "gzip", 4) == 0)
+    {
+        enc = OIP_ENC_GZIP;
+
+    } else if (h && count == 1 && h->value.len == 7
+               && ngx_strncasecmp(h->value.data, (u_char *) "deflate", 7)
+                  == 0)
+    {
+        enc = OIP_ENC_DEFLATE;
+
+    } else if (h && !(count == 1 && h->value.len == 8
+                      && ngx_strncasecmp(h->value.data,
+                                         (u_char *) "identity", 8) == 0))
     {
         return ngx_http_oip_fail(r, ctx, NGX_HTTP_UNSUPPORTED_MEDIA_TYPE,
-                                 "unsupported Content-Encoding");
+                                 "Content-Encoding must be gzip, deflate or "
+                                 "identity");
     }
 
     rc = ngx_http_oip_ihcl(r, ctx, &ihcl);
@@ -248,70 +258,32 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         return rc;
     }
 
-    alloc.alloc = ngx_http_oip_alloc;
-    alloc.free = ngx_http_oip_free;
-    alloc.data = r->pool;
+    ngx_http_oip_options(olcf, &opt);
+    ngx_http_oip_allocator(r, &alloc);
 
-    opt.inputs = olcf->inputs;
-    opt.max_json_size = (size_t) olcf->max_json_size;
-    opt.max_tensor_size = (size_t) olcf->max_tensor_size;
-    opt.max_depth = olcf->max_depth;
-
-    if (oip_request_process(&req, &alloc, &opt, body, len, ihcl) != 0) {
+    if (oip_request_process(&req, &alloc, &opt, body, len, ihcl, enc) != 0) {
         return ngx_http_oip_fail(r, ctx, req.status, req.error);
     }
 
-    if (!req.rewritten) {
-        return NGX_DECLINED;
+    ctx->wish = req.wish;
+    ctx->manage = req.manage;
+
+    if (req.rewritten && ngx_http_oip_replace(r, &req) != NGX_OK) {
+        goto nomem;
     }
 
-    if (ngx_http_oip_replace(r, &req) != NGX_OK
-        || ngx_http_oip_headers(r, &req) != NGX_OK)
+    if ((req.rewritten || req.manage)
+        && ngx_http_oip_headers(r, &req) != NGX_OK)
     {
-        return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                 "out of memory");
+        goto nomem;
     }
 
     return NGX_DECLINED;
-}
 
+nomem:
 
-static ngx_table_elt_t *
-ngx_http_oip_find_header(ngx_http_request_t *r, const char *name,
-    size_t len, ngx_uint_t *count)
-{
-    ngx_uint_t        i;
-    ngx_list_part_t  *part;
-    ngx_table_elt_t  *h, *found;
-
-    found = NULL;
-    *count = 0;
-
-    part = &r->headers_in.headers.part;
-    h = part->elts;
-
-    for (i = 0; /* void */ ; i++) {
-
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        if (h[i].hash != 0 && h[i].key.len == len
-            && ngx_strncasecmp(h[i].key.data, (u_char *) name, len) == 0)
-        {
-            if ((*count)++ == 0) {
-                found = &h[i];
-            }
-        }
-    }
-
-    return found;
+    return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                             "out of memory");
 }
 
 
@@ -325,7 +297,7 @@ ngx_http_oip_ihcl(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     *ihcl = -1;
 
-    h = ngx_http_oip_find_header(r, NGX_HTTP_OIP_IHCL,
+    h = ngx_http_oip_header_find(&r->headers_in.headers, NGX_HTTP_OIP_IHCL,
                                  sizeof(NGX_HTTP_OIP_IHCL) - 1, &count);
     if (h == NULL) {
         return NGX_OK;
@@ -497,6 +469,8 @@ ngx_http_oip_replace(ngx_http_request_t *r, oip_request_t *req)
 /*
  * The header list is rebuilt rather than edited: an element cannot be
  * taken out of an ngx_list_t, and the proxy copies every one it finds.
+ * A rewritten body gets its own framing headers; when the answer may be
+ * rewritten, Accept-Encoding stays here (IHCL counts plain bytes).
  */
 
 static ngx_int_t
@@ -536,21 +510,11 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req)
             i = 0;
         }
 
-        if (h[i].hash == 0
-            || (h[i].key.len == sizeof("Content-Length") - 1
-                && ngx_strcasecmp(h[i].lowcase_key,
-                                  (u_char *) "content-length") == 0)
-            || (h[i].key.len == sizeof("Content-Type") - 1
-                && ngx_strcasecmp(h[i].lowcase_key,
-                                  (u_char *) "content-type") == 0)
-            || (h[i].key.len == sizeof("Transfer-Encoding") - 1
-                && ngx_strcasecmp(h[i].lowcase_key,
-                                  (u_char *) "transfer-encoding") == 0)
-            || (h[i].key.len == sizeof(NGX_HTTP_OIP_IHCL) - 1
-                && ngx_strncasecmp(h[i].key.data,
-                                   (u_char *) NGX_HTTP_OIP_IHCL,
-                                   sizeof(NGX_HTTP_OIP_IHCL) - 1) == 0))
-        {
+        if (h[i].hash == 0) {
+            continue;
+        }
+
+        if (ngx_http_oip_dropped(&h[i], req)) {
             continue;
         }
 
@@ -560,6 +524,15 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req)
         }
 
         *nh = h[i];
+    }
+
+    if (req->manage) {
+        r->headers_in.accept_encoding = NULL;
+    }
+
+    if (!req->rewritten) {
+        r->headers_in.headers = list;
+        return NGX_OK;
     }
 
     p = ngx_pnalloc(r->pool, 2 * NGX_OFF_T_LEN);
@@ -602,6 +575,40 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req)
     r->headers_in.headers = list;
 
     return NGX_OK;
+}
+
+
+static ngx_uint_t
+ngx_http_oip_dropped(ngx_table_elt_t *h, oip_request_t *req)
+{
+    ngx_uint_t  i;
+
+    static ngx_str_t  framing[] = {
+        ngx_string("Content-Length"),
+        ngx_string("Content-Type"),
+        ngx_string("Transfer-Encoding"),
+        ngx_string("Content-Encoding"),
+        ngx_string(NGX_HTTP_OIP_IHCL),
+        ngx_string("Accept-Encoding")
+    };
+
+    /* the first five describe the old body; the last, what we answer */
+
+    for (i = 0; i < sizeof(framing) / sizeof(ngx_str_t); i++) {
+
+        if ((i < 5 && !req->rewritten) || (i == 5 && !req->manage)) {
+            continue;
+        }
+
+        if (h->key.len == framing[i].len
+            && ngx_strncasecmp(h->key.data, framing[i].data, framing[i].len)
+               == 0)
+        {
+            return 1;
+        }
+    }
+
+    return 0;
 }
 
 
@@ -707,19 +714,4 @@ ngx_http_oip_send_error(ngx_http_request_t *r, ngx_uint_t status,
     ngx_http_finalize_request(r, ngx_http_output_filter(r, &out));
 
     return NGX_DONE;
-}
-
-
-static void *
-ngx_http_oip_alloc(void *data, size_t size)
-{
-    return ngx_palloc(data, size);
-}
-
-
-static void
-ngx_http_oip_free(void *data, void *p)
-{
-    /* only large allocations come back; small ones stay to the end */
-    (void) ngx_pfree(data, p);
 }

@@ -242,6 +242,7 @@ extern const oip_dtype_t  oip_dtypes[];
 
 typedef struct {
     const oip_str_t       *name;       /* for messages */
+    const char            *what;       /* "input" or "output" */
     oip_dtype_e            dt;
     const uint64_t        *shape;
     size_t                 rank;
@@ -256,6 +257,134 @@ int oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const u_char *src,
     size_t len, int status);
 int oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t,
     const u_char *src, size_t len, oip_out_t *o, int status);
+int oip_bytes_utf8(const u_char *src, size_t len);
+
+
+/* messages: a request's inputs, a response's outputs */
+
+typedef struct {
+    const u_char          *key;        /* the key's opening quote */
+    const u_char          *value_end;
+    const u_char          *prev_end;   /* the previous value's end, or NULL */
+    const u_char          *next_key;   /* the next member's key, or NULL */
+} oip_member_t;
+
+
+typedef enum {
+    OIP_ACT_PASS = 0,        /* leave it; its data is not looked into */
+    OIP_ACT_CHECK,           /* leave it; its data is validated */
+    OIP_ACT_BINARY,          /* JSON data to a binary chunk */
+    OIP_ACT_JSON             /* a binary chunk to JSON data */
+} oip_act_e;
+
+
+typedef struct {
+    oip_str_t              name;
+    oip_tensor_t           t;
+    size_t                 index;
+
+    /* values looked at once the whole tensor object is known */
+    const u_char          *dt_at;
+    const u_char          *shape_at;
+    const u_char          *params_at;
+    const u_char          *data_at;
+
+    oip_member_t           data;
+    oip_member_t           params;
+    oip_member_t           bds;        /* in parameters */
+    const u_char          *params_close;
+    size_t                 params_n;
+    const u_char          *close;      /* the object's '}' */
+
+    uint64_t               bds_size;
+    const u_char          *bin;        /* its chunk */
+
+    oip_seg_t             *chunk;      /* its data made binary */
+    size_t                 nchunk;
+    size_t                 chunk_len;
+    oip_seg_t              one;
+
+    oip_act_e              act;
+
+    unsigned               has_name:1;
+    unsigned               has_bds:1;
+    unsigned               has_shm:1;
+    unsigned               settled:1;
+    unsigned               data_done:1;
+} oip_item_t;
+
+
+typedef enum {
+    OIP_EDIT_DELETE = 0,
+    OIP_EDIT_TEXT,           /* static text */
+    OIP_EDIT_PARAMS_NEW,     /* "parameters":{"binary_data_size":N} */
+    OIP_EDIT_BDS_ADD,        /* ,"binary_data_size":N */
+    OIP_EDIT_DATA_REPLACE,   /* "data":[...] */
+    OIP_EDIT_DATA_ADD        /* ,"data":[...] */
+} oip_edit_e;
+
+
+typedef struct {
+    const u_char          *from;       /* the JSON bytes replaced */
+    const u_char          *to;
+    oip_edit_e             kind;
+    oip_item_t            *item;
+    const char            *text;
+    size_t                 len;
+} oip_edit_t;
+
+
+typedef struct oip_msg_s  oip_msg_t;
+
+struct oip_msg_s {
+    oip_ctx_t             *c;
+    oip_json_t             j;
+    const u_char          *json;       /* the JSON part */
+    size_t                 jlen;
+    const u_char          *bin;        /* what follows it */
+    size_t                 blen;
+
+    const char            *what;       /* "input" or "output" */
+    oip_act_e            (*act)(oip_msg_t *m, oip_item_t *it);
+    void                  *data;
+
+    oip_item_t            *items;
+    size_t                 nitems;
+    size_t                 items_cap;
+
+    oip_edit_t            *edits;
+    size_t                 nedits;
+    size_t                 edits_cap;
+
+    unsigned               has_ihcl:1;
+    unsigned               nonempty:1;   /* the array may not be empty */
+    unsigned               bytes_stay:1; /* non-UTF-8 BYTES stay binary */
+    unsigned               seen:1;
+};
+
+
+void oip_msg_init(oip_msg_t *m, oip_ctx_t *c, const u_char *json,
+    size_t jlen, const u_char *bin, size_t blen, unsigned max_depth);
+void oip_msg_done(oip_msg_t *m);
+int oip_msg_syntax_first(oip_msg_t *m);
+int oip_msg_tensors(oip_msg_t *m);
+int oip_msg_layout(oip_msg_t *m);
+int oip_msg_edits(oip_msg_t *m);
+int oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
+    int *binary);
+oip_tensor_t *oip_item_tensor(oip_msg_t *m, oip_item_t *it);
+void oip_member_set(oip_member_t *mb, const u_char *key, const u_char *end,
+    const u_char *prev_end);
+oip_edit_t *oip_edit_add(oip_msg_t *m, const u_char *from, const u_char *to,
+    oip_edit_e kind, oip_item_t *it);
+int oip_edit_text(oip_msg_t *m, const u_char *from, const u_char *to,
+    const char *text);
+int oip_edit_delete(oip_msg_t *m, const oip_member_t *mb);
+int oip_names_check(oip_ctx_t *c, oip_key_t *names, size_t n,
+    const char *what);
+
+int oip_inflate(oip_ctx_t *c, const u_char *src, size_t len, size_t limit,
+    u_char **out, size_t *outlen);
 
 
 #endif /* _OIP_INTERNAL_H_INCLUDED_ */

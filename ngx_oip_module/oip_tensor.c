@@ -140,7 +140,7 @@ oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
     vsnprintf(msg, sizeof(msg), fmt, args);
     va_end(args);
 
-    return oip_fail(c, status, "input '%.*s': %s",
+    return oip_fail(c, status, "%s '%.*s': %s", t->what,
                     (int) oip_cut(t->name->data, t->name->len, OIP_NAME_MAX),
                     t->name->data, msg);
 }
@@ -589,6 +589,144 @@ oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const u_char *src,
     }
 
     return 0;
+}
+
+
+/* a BYTES chunk, already checked, holds only valid UTF-8 */
+
+int
+oip_bytes_utf8(const u_char *src, size_t len)
+{
+    uint32_t       n;
+    const u_char  *p, *end;
+
+    p = src;
+    end = src + len;
+
+    while (p < end) {
+        n = oip_get32(p);
+        p += 4;
+
+        if (!oip_utf8_valid(p, n)) {
+            return 0;
+        }
+
+        p += n;
+    }
+
+    return 1;
+}
+
+
+/* the known datatypes, for oip_raw_input */
+
+int
+oip_raw_input_init(oip_raw_input_t *raw, const u_char *name, size_t name_len,
+    const u_char *dt, size_t dt_len, const u_char *dims, size_t dims_len,
+    char *err, size_t err_len)
+{
+    int            neg;
+    size_t         i;
+    int64_t        v;
+    const u_char  *p, *end;
+
+    memset(raw, 0, sizeof(oip_raw_input_t));
+
+    if (name_len == 0 || name_len >= OIP_RAW_NAME
+        || !oip_utf8_valid(name, name_len))
+    {
+        snprintf(err, err_len, "the input name must be 1 to %d bytes of "
+                 "UTF-8", OIP_RAW_NAME - 1);
+        return -1;
+    }
+
+    memcpy(raw->name, name, name_len);
+
+    raw->dt = oip_dtype_find(dt, dt_len);
+
+    if (raw->dt == OIP_DT_NONE) {
+        snprintf(err, err_len, "unknown datatype \"%.*s\"",
+                 (int) oip_min(dt_len, 32), dt);
+        return -1;
+    }
+
+    if (dims_len == 0 || dims_len >= sizeof(raw->text)) {
+        goto invalid;
+    }
+
+    memcpy(raw->text + 1, dims, dims_len);
+    raw->text[0] = '[';
+    raw->text[dims_len + 1] = ']';
+
+    raw->deduced = -1;
+    p = dims;
+    end = dims + dims_len;
+
+    for (i = 0; p < end; i++) {
+
+        if (i == OIP_RAW_RANK) {
+            snprintf(err, err_len, "at most %d dimensions", OIP_RAW_RANK);
+            return -1;
+        }
+
+        neg = (*p == '-');
+        p += neg;
+
+        if (p == end || *p < '0' || *p > '9' || (*p == '0' && !neg && p + 1 < end
+                                                  && p[1] != ','))
+        {
+            goto invalid;
+        }
+
+        for (v = 0; p < end && *p >= '0' && *p <= '9'; p++) {
+            if (v > (INT64_MAX - (*p - '0')) / 10) {
+                goto invalid;
+            }
+
+            v = v * 10 + (*p - '0');
+        }
+
+        if (neg) {
+            if (v != 1 || raw->deduced >= 0) {
+                snprintf(err, err_len, "one dimension at most may be -1, "
+                         "the others 1 or more");
+                return -1;
+            }
+
+            raw->deduced = (int) i;
+            v = -1;
+
+        } else if (v == 0) {
+            snprintf(err, err_len, "a dimension must be 1 or more, or -1");
+            return -1;
+        }
+
+        raw->dims[i] = v;
+
+        if (p < end) {
+            if (*p != ',' || p + 1 == end) {
+                goto invalid;
+            }
+
+            p++;
+        }
+    }
+
+    raw->rank = i;
+
+    if (raw->dt == OIP_BYTES && (raw->rank != 1 || raw->dims[0] != 1)) {
+        snprintf(err, err_len, "a BYTES input is one element: its "
+                 "dimensions must be \"1\"");
+        return -1;
+    }
+
+    return 0;
+
+invalid:
+
+    snprintf(err, err_len, "dimensions must be integers separated by "
+             "commas, as in \"-1,3\"");
+    return -1;
 }
 
 

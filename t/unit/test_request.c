@@ -22,7 +22,8 @@ typedef struct {
 
 
 static oip_options_t  opts = {
-    OIP_FORM_KEEP, 64 * 1024 * 1024, 64 * 1024 * 1024, 100
+    OIP_FORM_KEEP, OIP_FORM_KEEP, 64 * 1024 * 1024, 64 * 1024 * 1024, 100,
+    NULL, OIP_FORM_BINARY
 };
 
 
@@ -84,7 +85,8 @@ run(run_t *r, oip_form_e form, const char *json, size_t jlen,
         ihcl = (off_t) jlen;
     }
 
-    oip_request_process(&r->req, &r->alloc, &o, r->body, jlen + blen, ihcl);
+    oip_request_process(&r->req, &r->alloc, &o, r->body, jlen + blen, ihcl,
+                        OIP_ENC_NONE);
 
     if (r->req.status) {
         return r->req.status;
@@ -645,7 +647,7 @@ test_errors(void)
            "non-negative integer");
     REJECT(INPUT("\"shape\":[1],\"datatype\":\"INT8\","
                  "\"parameters\":{\"binary_data_size\":1}"), 400,
-           "has no Inference-Header-Content-Length");
+           "no Inference-Header-Content-Length");
 
     j = INPUT("\"shape\":[2],\"datatype\":\"INT32\","
               "\"parameters\":{\"binary_data_size\":4}");
@@ -793,7 +795,7 @@ test_alloc_failures(void)
         o.inputs = OIP_FORM_BINARY;
 
         st = oip_request_process(&r.req, &r.alloc, &o, (u_char *) j,
-                                 strlen(j), -1);
+                                 strlen(j), -1, OIP_ENC_NONE);
 
         if (st != 0 && st != 500) {
             all500 = 0;

@@ -1,0 +1,1073 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * What requests and responses share: an array of tensor objects ("inputs"
+ * or "outputs") whose data is JSON or a binary chunk after the JSON, the
+ * chunks in the order of their tensors.  The envelope is scanned once,
+ * recording where each member lies; each tensor gets an action (leave,
+ * check, to binary, to JSON); the new message is the old one with edits
+ * spliced in, so everything not converted stays byte for byte.
+ */
+
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "oip_internal.h"
+
+
+static oip_item_t *oip_item_add(oip_msg_t *m);
+static void oip_sub(oip_msg_t *m, oip_json_t *sub, const u_char *at);
+static int oip_item_parse(oip_msg_t *m, size_t index);
+static int oip_item_settle(oip_msg_t *m, oip_item_t *it);
+static int oip_item_shape(oip_msg_t *m, oip_item_t *it);
+static int oip_item_params(oip_msg_t *m, oip_item_t *it);
+static int oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j);
+static int oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o);
+static int oip_edit_cmp(const void *a, const void *b);
+
+
+#define oip_item_name(it)                                                     \
+    (int) oip_cut((it)->name.data, (it)->name.len, OIP_NAME_MAX),             \
+    (it)->name.data
+
+
+void
+oip_msg_init(oip_msg_t *m, oip_ctx_t *c, const u_char *json, size_t jlen,
+    const u_char *bin, size_t blen, unsigned max_depth)
+{
+    memset(m, 0, sizeof(oip_msg_t));
+
+    m->c = c;
+    m->json = json;
+    m->jlen = jlen;
+    m->bin = bin;
+    m->blen = blen;
+
+    oip_json_init(&m->j, c, json, jlen, max_depth);
+}
+
+
+void
+oip_msg_done(oip_msg_t *m)
+{
+    size_t  i;
+
+    oip_json_done(&m->j);
+
+    for (i = 0; i < m->nitems; i++) {
+        oip_free(m->c, (void *) m->items[i].t.shape);
+    }
+
+    oip_free(m->c, m->items);
+    oip_free(m->c, m->edits);
+
+    m->items = NULL;
+    m->edits = NULL;
+    m->nitems = 0;
+    m->nedits = 0;
+}
+
+
+/*
+ * Validates the whole document: semantic rules are reported as the scan
+ * meets them, but broken JSON is always reported as such, wherever it
+ * breaks.  Only the error path pays for this second look.
+ */
+
+int
+oip_msg_syntax_first(oip_msg_t *m)
+{
+    int         status;
+    char        error[OIP_ERROR_LEN];
+    oip_json_t  check;
+
+    if (m->c->status == 500) {
+        return -1;
+    }
+
+    status = m->c->status;
+    memcpy(error, m->c->error, OIP_ERROR_LEN);
+    m->c->status = 0;
+
+    oip_json_init(&check, m->c, m->json, m->jlen, m->j.max_depth);
+
+    if (oip_json_check(&check) == 0) {
+        m->c->status = status;
+        memcpy(m->c->error, error, OIP_ERROR_LEN);
+    }
+
+    oip_json_done(&check);
+
+    return -1;
+}
+
+
+int
+oip_msg_tensors(oip_msg_t *m)
+{
+    int          rc;
+    size_t       i;
+    oip_arr_t    a;
+    oip_key_t   *names;
+    oip_json_t  *j;
+
+    j = &m->j;
+
+    if (*j->p != '[') {
+        return oip_fail(m->c, 400, "'%ss' must be an array", m->what);
+    }
+
+    if (oip_json_array(j, &a) != 0) {
+        return -1;
+    }
+
+    while ((rc = oip_json_element(j, &a)) == 1) {
+
+        if (*j->p != '{') {
+            return oip_fail(m->c, 400, "%ss[%zu] must be an object",
+                            m->what, a.n - 1);
+        }
+
+        if (oip_item_parse(m, a.n - 1) != 0) {
+            return -1;
+        }
+    }
+
+    if (rc < 0) {
+        return -1;
+    }
+
+    if (a.n == 0 && m->nonempty) {
+        return oip_fail(m->c, 400, "'%ss' must not be empty", m->what);
+    }
+
+    m->seen = 1;
+
+    /* names are unique, compared unescaped */
+
+    names = oip_alloc(m->c, oip_max(m->nitems, 1) * sizeof(oip_key_t));
+    if (names == NULL) {
+        return -1;
+    }
+
+    for (i = 0; i < m->nitems; i++) {
+        if (oip_key_make(m->c, &m->items[i].name, &names[i]) != 0) {
+            m->nitems = i;
+            break;
+        }
+    }
+
+    rc = oip_names_check(m->c, names, i, m->what);
+
+    oip_free(m->c, names);
+
+    return i < m->nitems ? -1 : rc;
+}
+
+
+int
+oip_names_check(oip_ctx_t *c, oip_key_t *names, size_t n, const char *what)
+{
+    size_t      i;
+    ssize_t     dup;
+    oip_key_t  *k;
+
+    dup = oip_keys_dup(c, names, n);
+
+    if (dup >= 0) {
+        k = &names[dup];
+        oip_fail(c, 400, "%s name \"%.*s\" appears twice", what,
+                 (int) oip_cut(k->data, k->len, OIP_NAME_MAX), k->data);
+    }
+
+    for (i = 0; i < n; i++) {
+        if (names[i].owned) {
+            oip_free(c, (void *) names[i].data);
+        }
+    }
+
+    return dup == -1 ? 0 : -1;
+}
+
+
+static oip_item_t *
+oip_item_add(oip_msg_t *m)
+{
+    size_t       cap;
+    oip_item_t  *items, *it;
+
+    if (m->nitems == m->items_cap) {
+        cap = m->items_cap ? m->items_cap * 2 : 4;
+
+        items = oip_alloc(m->c, cap * sizeof(oip_item_t));
+        if (items == NULL) {
+            return NULL;
+        }
+
+        if (m->nitems) {
+            memcpy(items, m->items, m->nitems * sizeof(oip_item_t));
+        }
+
+        oip_free(m->c, m->items);
+
+        m->items = items;
+        m->items_cap = cap;
+    }
+
+    it = &m->items[m->nitems++];
+    memset(it, 0, sizeof(oip_item_t));
+    it->t.dt = OIP_DT_NONE;
+
+    return it;
+}
+
+
+oip_tensor_t *
+oip_item_tensor(oip_msg_t *m, oip_item_t *it)
+{
+    /* the array of items may have moved since the name was set */
+    it->t.name = &it->name;
+    it->t.what = m->what;
+    return &it->t;
+}
+
+
+static void
+oip_sub(oip_msg_t *m, oip_json_t *sub, const u_char *at)
+{
+    /* a second look at a value the main scan has validated */
+
+    oip_json_init(sub, m->c, m->json, m->jlen, m->j.max_depth);
+
+    sub->p = at;
+    sub->depth = 3;
+    sub->nodups = 1;
+}
+
+
+void
+oip_member_set(oip_member_t *mb, const u_char *key, const u_char *end,
+    const u_char *prev_end)
+{
+    mb->key = key;
+    mb->value_end = end;
+    mb->prev_end = prev_end;
+    mb->next_key = NULL;
+}
+
+
+static int
+oip_item_parse(oip_msg_t *m, size_t index)
+{
+    int            rc, n;
+    oip_obj_t      o;
+    oip_str_t      key;
+    oip_json_t    *j, sub;
+    oip_item_t    *it;
+    oip_member_t  *mb, *pending;
+    const u_char  *key_start, *prev_end;
+
+    j = &m->j;
+
+    it = oip_item_add(m);
+    if (it == NULL) {
+        return -1;
+    }
+
+    it->index = index;
+
+    if (oip_json_object(j, &o) != 0) {
+        return -1;
+    }
+
+    pending = NULL;
+    prev_end = NULL;
+
+    while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
+
+        if (pending) {
+            pending->next_key = key_start;
+            pending = NULL;
+        }
+
+        mb = NULL;
+        rc = 0;
+
+        if (oip_json_str_eq(&key, "name", 4)) {
+            if (*j->p != '"') {
+                return oip_fail(m->c, 400, "%ss[%zu]: 'name' must be a "
+                                "string", m->what, index);
+            }
+
+            if (oip_json_string(j, &it->name) != 0) {
+                return -1;
+            }
+
+            if (it->name.len == 0) {
+                return oip_fail(m->c, 400, "%ss[%zu]: 'name' must not be "
+                                "empty", m->what, index);
+            }
+
+            it->has_name = 1;
+
+        } else if (oip_json_str_eq(&key, "datatype", 8)) {
+            it->dt_at = j->p;
+            rc = oip_json_skip(j);
+
+        } else if (oip_json_str_eq(&key, "shape", 5)) {
+            it->shape_at = j->p;
+            rc = oip_json_skip(j);
+
+        } else if (oip_json_str_eq(&key, "parameters", 10)) {
+            mb = &it->params;
+            it->params_at = j->p;
+            rc = oip_json_skip(j);
+
+        } else if (oip_json_str_eq(&key, "data", 4)) {
+            mb = &it->data;
+            it->data_at = j->p;
+
+            /* the usual order: convert in this very pass */
+
+            if (it->has_name && it->dt_at && it->shape_at) {
+                rc = oip_item_settle(m, it);
+
+                if (rc == 0) {
+                    rc = oip_item_data(m, it, j);
+                }
+
+            } else {
+                rc = oip_json_skip(j);
+            }
+
+        } else {
+            rc = oip_json_skip(j);
+        }
+
+        if (rc != 0) {
+            return -1;
+        }
+
+        if (mb) {
+            oip_member_set(mb, key_start, j->p, prev_end);
+            pending = mb;
+        }
+
+        prev_end = j->p;
+    }
+
+    if (rc < 0) {
+        return -1;
+    }
+
+    it->close = j->p - 1;
+
+    if (oip_item_settle(m, it) != 0 || oip_item_params(m, it) != 0) {
+        return -1;
+    }
+
+    n = (it->data_at != NULL) + it->has_bds + it->has_shm;
+
+    if (n == 0) {
+        return oip_fail(m->c, 400, "%s '%.*s' has no data: it needs 'data', "
+                        "a binary_data_size or a shared_memory_region",
+                        m->what, oip_item_name(it));
+    }
+
+    if (n > 1) {
+        return oip_fail(m->c, 400, "%s '%.*s' has more than one of 'data', "
+                        "binary_data_size and shared_memory_region",
+                        m->what, oip_item_name(it));
+    }
+
+    if (it->data_at && !it->data_done) {
+        oip_sub(m, &sub, it->data_at);
+        rc = oip_item_data(m, it, &sub);
+        oip_json_done(&sub);
+
+        return rc;
+    }
+
+    if (it->has_bds) {
+        it->act = m->act(m, it);
+    }
+
+    return 0;
+}
+
+
+static int
+oip_item_settle(oip_msg_t *m, oip_item_t *it)
+{
+    size_t       len;
+    u_char       buf[64];
+    oip_str_t    s;
+    oip_json_t   sub;
+
+    if (it->settled) {
+        return 0;
+    }
+
+    if (!it->has_name) {
+        return oip_fail(m->c, 400, "%ss[%zu]: 'name' is missing", m->what,
+                        it->index);
+    }
+
+    if (it->dt_at == NULL) {
+        return oip_fail(m->c, 400, "%s '%.*s': 'datatype' is missing",
+                        m->what, oip_item_name(it));
+    }
+
+    if (it->shape_at == NULL) {
+        return oip_fail(m->c, 400, "%s '%.*s': 'shape' is missing",
+                        m->what, oip_item_name(it));
+    }
+
+    if (*it->dt_at != '"') {
+        return oip_fail(m->c, 400, "%s '%.*s': 'datatype' must be a string",
+                        m->what, oip_item_name(it));
+    }
+
+    oip_sub(m, &sub, it->dt_at);
+
+    if (oip_json_string(&sub, &s) != 0) {
+        return -1;
+    }
+
+    len = oip_json_unescaped_len(&s);
+
+    if (len <= sizeof(buf)) {
+        oip_json_unescape(buf, &s);
+        it->t.dt = oip_dtype_find(buf, len);
+    }
+
+    if (it->t.dt == OIP_DT_NONE) {
+        return oip_fail(m->c, 400, "%s '%.*s': unknown datatype \"%.*s\"",
+                        m->what, oip_item_name(it),
+                        (int) oip_cut(s.data, s.len, 32), s.data);
+    }
+
+    if (oip_item_shape(m, it) != 0) {
+        return -1;
+    }
+
+    it->settled = 1;
+
+    return 0;
+}
+
+
+static int
+oip_item_shape(oip_msg_t *m, oip_item_t *it)
+{
+    int          rc, zero, over;
+    size_t       cap;
+    uint64_t     dim, prod, *shape, *dims;
+    oip_arr_t    a;
+    oip_num_t    n;
+    oip_json_t   sub;
+
+    if (*it->shape_at != '[') {
+        return oip_fail(m->c, 400, "%s '%.*s': 'shape' must be an array of "
+                        "integers", m->what, oip_item_name(it));
+    }
+
+    oip_sub(m, &sub, it->shape_at);
+
+    if (oip_json_array(&sub, &a) != 0) {
+        return -1;
+    }
+
+    shape = NULL;
+    cap = 0;
+    prod = 1;
+    zero = 0;
+    over = 0;
+
+    while ((rc = oip_json_element(&sub, &a)) == 1) {
+
+        if (*sub.p != '-' && (*sub.p < '0' || *sub.p > '9')) {
+            oip_fail(m->c, 400, "%s '%.*s': 'shape' must be an array of "
+                     "integers", m->what, oip_item_name(it));
+            goto failed;
+        }
+
+        if (oip_json_number(&sub, &n) != 0) {
+            goto failed;
+        }
+
+        if (oip_num_u64(&n, &dim) != OIP_NUM_OK || n.neg
+            || dim > (uint64_t) INT64_MAX)
+        {
+            oip_fail(m->c, 400, "%s '%.*s': shape dimension %.*s is not an "
+                     "integer from 0 to 2^63-1", m->what, oip_item_name(it),
+                     (int) oip_min(n.end - n.start, 40), n.start);
+            goto failed;
+        }
+
+        if (a.n > cap) {
+            cap = cap ? cap * 2 : 8;
+
+            dims = oip_alloc(m->c, cap * sizeof(uint64_t));
+            if (dims == NULL) {
+                goto failed;
+            }
+
+            if (shape) {
+                memcpy(dims, shape, (a.n - 1) * sizeof(uint64_t));
+                oip_free(m->c, shape);
+            }
+
+            shape = dims;
+        }
+
+        shape[a.n - 1] = dim;
+
+        if (dim == 0) {
+            zero = 1;
+
+        } else if (prod > (uint64_t) INT64_MAX / dim) {
+            over = 1;
+
+        } else {
+            prod *= dim;
+        }
+    }
+
+    if (rc < 0) {
+        goto failed;
+    }
+
+    it->t.shape = shape;
+    it->t.rank = a.n;
+
+    if (over && !zero) {
+        return oip_fail(m->c, 400, "%s '%.*s': the product of its shape "
+                        "overflows 2^63-1", m->what, oip_item_name(it));
+    }
+
+    it->t.count = zero ? 0 : prod;
+
+    return 0;
+
+failed:
+
+    oip_free(m->c, shape);
+
+    return -1;
+}
+
+
+static int
+oip_item_params(oip_msg_t *m, oip_item_t *it)
+{
+    int            rc;
+    oip_obj_t      o;
+    oip_str_t      key;
+    oip_num_t      n;
+    oip_json_t     sub;
+    oip_member_t  *pending;
+    const u_char  *key_start, *prev_end;
+
+    if (it->params_at == NULL) {
+        return 0;
+    }
+
+    if (*it->params_at != '{') {
+        return oip_fail(m->c, 400, "%s '%.*s': 'parameters' must be an "
+                        "object", m->what, oip_item_name(it));
+    }
+
+    oip_sub(m, &sub, it->params_at);
+
+    if (oip_json_object(&sub, &o) != 0) {
+        return -1;
+    }
+
+    pending = NULL;
+    prev_end = NULL;
+
+    while ((rc = oip_json_member(&sub, &o, &key, &key_start)) == 1) {
+
+        if (pending) {
+            pending->next_key = key_start;
+            pending = NULL;
+        }
+
+        if (oip_json_str_eq(&key, "binary_data_size", 16)) {
+
+            /* the main scan validated the number's syntax */
+
+            if ((*sub.p != '-' && (*sub.p < '0' || *sub.p > '9'))
+                || oip_num_scan(sub.p, sub.end, &n) == NULL
+                || oip_num_u64(&n, &it->bds_size) != OIP_NUM_OK
+                || n.neg)
+            {
+                return oip_fail(m->c, 400, "%s '%.*s': binary_data_size "
+                                "must be a non-negative integer", m->what,
+                                oip_item_name(it));
+            }
+
+            sub.p = n.end;
+            it->has_bds = 1;
+            oip_member_set(&it->bds, key_start, sub.p, prev_end);
+            pending = &it->bds;
+
+        } else {
+            if (oip_json_str_eq(&key, "shared_memory_region", 20)) {
+                it->has_shm = 1;
+            }
+
+            if (oip_json_skip(&sub) != 0) {
+                return -1;
+            }
+        }
+
+        prev_end = sub.p;
+    }
+
+    if (rc < 0) {
+        return -1;
+    }
+
+    it->params_n = o.n;
+    it->params_close = sub.p - 1;
+
+    oip_json_done(&sub);
+
+    return 0;
+}
+
+
+static int
+oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
+{
+    int            rc;
+    size_t         size;
+    u_char        *dst;
+    oip_out_t      w;
+    oip_tensor_t  *t;
+
+    t = oip_item_tensor(m, it);
+    size = oip_dtypes[t->dt].size;
+    it->data_done = 1;
+    it->act = m->act(m, it);
+
+    if (it->act == OIP_ACT_PASS) {
+        return oip_json_skip(j);
+    }
+
+    if (size == 0) {
+        /* BYTES count as they are decoded */
+
+        if (it->act != OIP_ACT_BINARY) {
+            return oip_data_to_binary(j, t, NULL, NULL);
+        }
+
+        oip_out_init(&w, m->c, 4096);
+
+        rc = oip_data_to_binary(j, t, NULL, &w);
+
+        if (rc == 0) {
+            rc = oip_out_cut(&w);
+        }
+
+        it->chunk = w.segs;
+        it->nchunk = w.nsegs;
+        it->chunk_len = w.total;
+
+        return rc;
+    }
+
+    /* fixed-size tensors count before a byte is spent on them */
+
+    if (t->count > (m->c->max_tensor_size - m->c->tensor_bytes) / size) {
+        return oip_fail(m->c, 413, "%s '%.*s': %llu elements of %s take the "
+                        "tensor data over oip_max_tensor_size (%zu bytes)",
+                        m->what, oip_item_name(it),
+                        (unsigned long long) t->count,
+                        oip_dtypes[t->dt].name, m->c->max_tensor_size);
+    }
+
+    m->c->tensor_bytes += t->count * size;
+
+    if (it->act != OIP_ACT_BINARY) {
+        return oip_data_to_binary(j, t, NULL, NULL);
+    }
+
+    dst = oip_alloc(m->c, t->count * size);
+    if (dst == NULL) {
+        return -1;
+    }
+
+    it->one.data = dst;
+    it->one.len = t->count * size;
+    it->chunk = &it->one;
+    it->nchunk = 1;
+    it->chunk_len = it->one.len;
+
+    return oip_data_to_binary(j, t, dst, NULL);
+}
+
+
+/* binary chunks follow the JSON in the order of their tensors */
+
+int
+oip_msg_layout(oip_msg_t *m)
+{
+    size_t         i, rest, size;
+    oip_item_t    *it;
+    oip_tensor_t  *t;
+    const u_char  *p;
+
+    p = m->bin;
+    rest = m->blen;
+
+    for (i = 0; i < m->nitems; i++) {
+        it = &m->items[i];
+
+        if (!it->has_bds) {
+            continue;
+        }
+
+        t = oip_item_tensor(m, it);
+
+        if (!m->has_ihcl && it->bds_size) {
+            return oip_fail(m->c, 400, "%s '%.*s' has a binary_data_size, "
+                            "but there is no Inference-Header-Content-Length"
+                            " header", m->what, oip_item_name(it));
+        }
+
+        size = oip_dtypes[t->dt].size;
+
+        if (size && (t->count > UINT64_MAX / size
+                     || t->count * size != it->bds_size))
+        {
+            return oip_fail(m->c, 400, "%s '%.*s': binary_data_size is %llu,"
+                            " but %llu elements of %s need %s%llu",
+                            m->what, oip_item_name(it),
+                            (unsigned long long) it->bds_size,
+                            (unsigned long long) t->count,
+                            oip_dtypes[t->dt].name,
+                            t->count > UINT64_MAX / size ? "more than " : "",
+                            (unsigned long long)
+                            (t->count > UINT64_MAX / size ? UINT64_MAX
+                                                          : t->count * size));
+        }
+
+        if (it->bds_size > rest) {
+            return oip_fail(m->c, 400, "%s '%.*s': binary_data_size %llu runs "
+                            "past the end of the body", m->what,
+                            oip_item_name(it),
+                            (unsigned long long) it->bds_size);
+        }
+
+        if (oip_count_tensor(m->c, it->bds_size) != 0) {
+            return -1;
+        }
+
+        it->bin = p;
+        p += it->bds_size;
+        rest -= it->bds_size;
+
+        if (oip_binary_check(m->c, t, it->bin, it->bds_size, 400) != 0) {
+            return -1;
+        }
+
+        if (it->act == OIP_ACT_JSON && t->dt == OIP_BYTES
+            && !oip_bytes_utf8(it->bin, it->bds_size))
+        {
+            if (!m->bytes_stay) {
+                return oip_fail(m->c, 400, "%s '%.*s': a BYTES element is "
+                                "not valid UTF-8 and cannot be JSON",
+                                m->what, oip_item_name(it));
+            }
+
+            /* this tensor keeps its binary form */
+            it->act = OIP_ACT_PASS;
+        }
+    }
+
+    if (rest) {
+        return oip_fail(m->c, 400, "%zu bytes after the JSON header are not "
+                        "claimed by any binary_data_size", rest);
+    }
+
+    return 0;
+}
+
+
+oip_edit_t *
+oip_edit_add(oip_msg_t *m, const u_char *from, const u_char *to,
+    oip_edit_e kind, oip_item_t *it)
+{
+    size_t       cap;
+    oip_edit_t  *edits, *e;
+
+    if (m->nedits == m->edits_cap) {
+        cap = m->edits_cap ? m->edits_cap * 2 : 16;
+
+        edits = oip_alloc(m->c, cap * sizeof(oip_edit_t));
+        if (edits == NULL) {
+            return NULL;
+        }
+
+        if (m->nedits) {
+            memcpy(edits, m->edits, m->nedits * sizeof(oip_edit_t));
+        }
+
+        oip_free(m->c, m->edits);
+
+        m->edits = edits;
+        m->edits_cap = cap;
+    }
+
+    e = &m->edits[m->nedits++];
+
+    e->from = from;
+    e->to = to;
+    e->kind = kind;
+    e->item = it;
+    e->text = NULL;
+    e->len = 0;
+
+    return e;
+}
+
+
+int
+oip_edit_text(oip_msg_t *m, const u_char *from, const u_char *to,
+    const char *text)
+{
+    oip_edit_t  *e;
+
+    e = oip_edit_add(m, from, to, OIP_EDIT_TEXT, NULL);
+    if (e == NULL) {
+        return -1;
+    }
+
+    e->text = text;
+    e->len = strlen(text);
+
+    return 0;
+}
+
+
+int
+oip_edit_delete(oip_msg_t *m, const oip_member_t *mb)
+{
+    const u_char  *from, *to;
+
+    /* a member and one comma next to it */
+
+    if (mb->prev_end) {
+        from = mb->prev_end;
+        to = mb->value_end;
+
+    } else if (mb->next_key) {
+        from = mb->key;
+        to = mb->next_key;
+
+    } else {
+        from = mb->key;
+        to = mb->value_end;
+    }
+
+    return oip_edit_add(m, from, to, OIP_EDIT_DELETE, NULL) ? 0 : -1;
+}
+
+
+/* the edits that carry out each tensor's action */
+
+int
+oip_msg_edits(oip_msg_t *m)
+{
+    size_t       i;
+    oip_item_t  *it;
+
+    for (i = 0; i < m->nitems; i++) {
+        it = &m->items[i];
+
+        if (it->act == OIP_ACT_BINARY) {
+
+            if (it->params.key == NULL) {
+                if (oip_edit_add(m, it->data.key, it->data.value_end,
+                                 OIP_EDIT_PARAMS_NEW, it) == NULL)
+                {
+                    return -1;
+                }
+
+                continue;
+            }
+
+            if (oip_edit_delete(m, &it->data) != 0
+                || oip_edit_add(m, it->params_close, it->params_close,
+                                OIP_EDIT_BDS_ADD, it) == NULL)
+            {
+                return -1;
+            }
+
+        } else if (it->act == OIP_ACT_JSON) {
+
+            /* no parameters are left if binary_data_size was the only */
+
+            if (it->params_n == 1) {
+                if (oip_edit_add(m, it->params.key, it->params.value_end,
+                                 OIP_EDIT_DATA_REPLACE, it) == NULL)
+                {
+                    return -1;
+                }
+
+                continue;
+            }
+
+            if (oip_edit_delete(m, &it->bds) != 0
+                || oip_edit_add(m, it->close, it->close, OIP_EDIT_DATA_ADD,
+                                it) == NULL)
+            {
+                return -1;
+            }
+        }
+    }
+
+    return 0;
+}
+
+
+static int
+oip_edit_cmp(const void *a, const void *b)
+{
+    const oip_edit_t  *x = a, *y = b;
+
+    if (x->from != y->from) {
+        return x->from < y->from ? -1 : 1;
+    }
+
+    return (x->to > y->to) - (x->to < y->to);
+}
+
+
+/*
+ * The new message: the JSON with the edits spliced in, then the chunks of
+ * the tensors that are binary now, converted or as they came.
+ */
+
+int
+oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
+    int *binary)
+{
+    size_t         i, s;
+    oip_edit_t    *e;
+    oip_item_t    *it;
+    const u_char  *pos;
+
+    if (m->nedits > 1) {
+        qsort(m->edits, m->nedits, sizeof(oip_edit_t), oip_edit_cmp);
+    }
+
+    pos = m->json;
+
+    for (i = 0; i < m->nedits; i++) {
+        e = &m->edits[i];
+
+        if (oip_out_ref(o, pos, e->from - pos) != 0
+            || oip_edit_write(m, e, o) != 0)
+        {
+            return -1;
+        }
+
+        pos = e->to;
+    }
+
+    if (oip_out_ref(o, pos, m->json + m->jlen - pos) != 0
+        || oip_out_cut(o) != 0)
+    {
+        return -1;
+    }
+
+    *header_len = o->total;
+    *binary = 0;
+
+    for (i = 0; i < m->nitems; i++) {
+        it = &m->items[i];
+
+        if (it->act == OIP_ACT_BINARY) {
+            *binary = 1;
+
+            for (s = 0; s < it->nchunk; s++) {
+                if (oip_out_ref(o, it->chunk[s].data, it->chunk[s].len) != 0)
+                {
+                    return -1;
+                }
+            }
+
+        } else if (it->has_bds && it->act != OIP_ACT_JSON) {
+            *binary = 1;
+
+            if (oip_out_ref(o, it->bin, it->bds_size) != 0) {
+                return -1;
+            }
+        }
+    }
+
+    return oip_out_cut(o);
+}
+
+
+static int
+oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o)
+{
+    u_char      *p;
+    oip_item_t  *it;
+
+    it = e->item;
+
+    switch (e->kind) {
+
+    case OIP_EDIT_DELETE:
+        return 0;
+
+    case OIP_EDIT_TEXT:
+        return oip_out_write(o, e->text, e->len);
+
+    case OIP_EDIT_PARAMS_NEW:
+    case OIP_EDIT_BDS_ADD:
+        if (oip_out_reserve(o, 64) != 0) {
+            return -1;
+        }
+
+        p = o->pos;
+
+        if (e->kind == OIP_EDIT_PARAMS_NEW) {
+            p = (u_char *) memcpy(p, "\"parameters\":{", 14) + 14;
+
+        } else if (it->params_n) {
+            *p++ = ',';
+        }
+
+        p = (u_char *) memcpy(p, "\"binary_data_size\":", 19) + 19;
+        p = oip_print_u64(p, it->chunk_len);
+
+        if (e->kind == OIP_EDIT_PARAMS_NEW) {
+            *p++ = '}';
+        }
+
+        o->pos = p;
+
+        return 0;
+
+    default: /* OIP_EDIT_DATA_REPLACE, OIP_EDIT_DATA_ADD */
+        if (oip_out_write(o, e->kind == OIP_EDIT_DATA_ADD ? ",\"data\":"
+                                                          : "\"data\":",
+                          e->kind == OIP_EDIT_DATA_ADD ? 8 : 7)
+            != 0)
+        {
+            return -1;
+        }
+
+        return oip_binary_to_data(m->c, oip_item_tensor(m, it), it->bin,
+                                  it->bds_size, o, 400);
+    }
+}
