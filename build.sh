@@ -80,7 +80,7 @@ do_build() {
     say "built $BUILD/ngx_http_oip_module.so"
 }
 
-CFLAGS_UNIT=(-std=gnu99 -g -O1 -Wall -Wextra -Wno-unused-parameter
+CFLAGS_UNIT=(-std=gnu99 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter
              -Wno-unused-function -fsanitize=address,undefined
              -fno-omit-frame-pointer -fno-sanitize-recover=all)
 

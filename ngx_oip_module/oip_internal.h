@@ -299,10 +299,10 @@ typedef struct {
     uint64_t               bds_size;
     const u_char          *bin;        /* its chunk */
 
-    oip_seg_t             *chunk;      /* its data made binary */
+    oip_seg_t             *chunk;      /* its data made binary, or NULL */
     size_t                 nchunk;
     size_t                 chunk_len;
-    oip_seg_t              one;
+    oip_seg_t              one;        /* ... when it is one piece */
 
     oip_act_e              act;
 

@@ -702,9 +702,11 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
         return -1;
     }
 
+    /* not a pointer to it->one: the array of items may move */
+
     it->one.data = dst;
     it->one.len = t->count * size;
-    it->chunk = &it->one;
+    it->chunk = NULL;
     it->nchunk = 1;
     it->chunk_len = it->one.len;
 
@@ -959,6 +961,7 @@ oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
     int *binary)
 {
     size_t         i, s;
+    oip_seg_t     *segs;
     oip_edit_t    *e;
     oip_item_t    *it;
     const u_char  *pos;
@@ -996,9 +999,10 @@ oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
         if (it->act == OIP_ACT_BINARY) {
             *binary = 1;
 
+            segs = it->chunk ? it->chunk : &it->one;
+
             for (s = 0; s < it->nchunk; s++) {
-                if (oip_out_ref(o, it->chunk[s].data, it->chunk[s].len) != 0)
-                {
+                if (oip_out_ref(o, segs[s].data, segs[s].len) != 0) {
                     return -1;
                 }
             }

@@ -20,7 +20,8 @@ gateway is deployed in front of:
   openvino  binary_data_output is the default of listed outputs only;
             with no outputs list everything is JSON; no raw binary
   jsononly  no binary extension at all (MLServer): binary bodies are
-            refused with 422 and every output is JSON
+            refused with 422 and every output is JSON; FP16 and BF16
+            travel as JSON numbers, as numpy-based runtimes allow
 
 Standard library only.
 """
@@ -88,10 +89,19 @@ def decode(datatype, raw, count):
     return list(struct.unpack("<%d%s" % (count, fmt), raw))
 
 
-def encode_json_values(name, datatype, values):
-    """JSON data to tensor bytes, with Triton's checks."""
+def bf16_pack(x):
+    """BF16 bytes of a float: FP32 first, then round to nearest even."""
+    (u,) = struct.unpack("<I", struct.pack("<f", x))
+    if x != x:
+        return struct.pack("<H", 0x7fc0)
+    return struct.pack("<H", (u + 0x7fff + ((u >> 16) & 1)) >> 16)
+
+
+def encode_json_values(name, datatype, values, half_as_json=False):
+    """JSON data to tensor bytes, with Triton's checks.  half_as_json:
+    accept FP16/BF16 numbers, as numpy-based runtimes (MLServer) do."""
     fmt, size = DTYPES[datatype]
-    if datatype in ("FP16", "BF16"):
+    if datatype in ("FP16", "BF16") and not half_as_json:
         raise InferError("receiving %s data via JSON is not supported. "
                          "Please use the binary data format for input %s"
                          % (datatype, name))
@@ -119,7 +129,8 @@ def encode_json_values(name, datatype, values):
             if isinstance(v, bool) or not isinstance(v, (int, float)):
                 raise InferError("Unable to parse 'data': attempt to access "
                                  "JSON non-number as double", 500)
-            out += struct.pack("<" + fmt, v)
+            out += bf16_pack(v) if datatype == "BF16" else \
+                struct.pack("<" + fmt, v)
     return bytes(out)
 
 
@@ -311,7 +322,8 @@ class Runtime:
                 if len(values) != t.count():
                     raise InferError("Unable to parse 'data': Shape does not "
                                      "match true shape of 'data' field", 500)
-                t.raw = encode_json_values(name, dt, values)
+                t.raw = encode_json_values(name, dt, values,
+                                           self.family == "jsononly")
             self.check_size(model_name, t)
             tensors.append(t)
 
@@ -419,7 +431,8 @@ class Runtime:
                 o["parameters"] = {"binary_data_size": len(t.raw)}
                 chunks.append(t.raw)
             else:
-                if t.datatype in ("FP16", "BF16"):
+                if t.datatype in ("FP16", "BF16") and \
+                        self.family != "jsononly":
                     raise InferError("sending %s data via JSON is not "
                                      "supported. Please use the binary data "
                                      "format for output" % t.datatype)

@@ -11,6 +11,10 @@
 #define _OIP_TAP_H_INCLUDED_
 
 
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -8,125 +8,7 @@
  */
 
 
-#include "tap.h"
-
-
-typedef struct {
-    arena_t          arena;
-    oip_alloc_t      alloc;
-    oip_request_t    req;
-    u_char          *body;
-    u_char          *out;
-    size_t           len;
-} run_t;
-
-
-static oip_options_t  opts = {
-    OIP_FORM_KEEP, OIP_FORM_KEEP, 64 * 1024 * 1024, 64 * 1024 * 1024, 100,
-    NULL, OIP_FORM_BINARY
-};
-
-
-static size_t
-hex(const char *s, u_char *out)
-{
-    size_t        n;
-    unsigned int  v;
-
-    for (n = 0; *s; ) {
-        if (*s == ' ') {
-            s++;
-            continue;
-        }
-
-        sscanf(s, "%2x", &v);
-        out[n++] = (u_char) v;
-        s += 2;
-    }
-
-    return n;
-}
-
-
-static void
-run_free(run_t *r)
-{
-    arena_destroy(&r->arena);
-    free(r->body);
-    free(r->out);
-    r->body = NULL;
-    r->out = NULL;
-}
-
-
-/* ihcl: -1 none, -2 the JSON's length, else that value */
-
-static int
-run(run_t *r, oip_form_e form, const char *json, size_t jlen,
-    const u_char *bin, size_t blen, off_t ihcl)
-{
-    size_t         i;
-    u_char        *p;
-    oip_options_t  o;
-
-    memset(r, 0, sizeof(run_t));
-    arena_init(&r->arena, &r->alloc);
-
-    r->body = malloc(jlen + blen + 1);
-    memcpy(r->body, json, jlen);
-    if (blen) {
-        memcpy(r->body + jlen, bin, blen);
-    }
-
-    o = opts;
-    o.inputs = form;
-
-    if (ihcl == -2) {
-        ihcl = (off_t) jlen;
-    }
-
-    oip_request_process(&r->req, &r->alloc, &o, r->body, jlen + blen, ihcl,
-                        OIP_ENC_NONE);
-
-    if (r->req.status) {
-        return r->req.status;
-    }
-
-    if (!r->req.rewritten) {
-        r->out = malloc(jlen + blen + 1);
-        memcpy(r->out, r->body, jlen + blen);
-        r->len = jlen + blen;
-        return 0;
-    }
-
-    r->out = malloc(r->req.body_len + 1);
-    p = r->out;
-
-    for (i = 0; i < r->req.nsegs; i++) {
-        memcpy(p, r->req.segs[i].data, r->req.segs[i].len);
-        p += r->req.segs[i].len;
-    }
-
-    r->len = p - r->out;
-
-    return 0;
-}
-
-
-static int
-same(const u_char *a, size_t alen, const char *b, size_t blen,
-    const char *what)
-{
-    if (alen == blen && memcmp(a, b, alen) == 0) {
-        return 1;
-    }
-
-    diag("%s differs:", what);
-    diag("     got: %.*s", (int) alen, a);
-    diag("expected: %.*s", (int) blen, b);
-
-    return 0;
-}
+#include "codec_test.h"
 
 
 /* JSON in, binary out: the exact header and the exact bytes */
@@ -500,6 +382,41 @@ test_mixed(void)
 
 
 static void
+test_many_inputs(void)
+{
+    int     st;
+    char   *json, *p;
+    size_t  i, n;
+    run_t   r;
+
+    /* enough inputs that their array grows while chunks are made */
+
+    n = 300;
+    json = malloc(n * 96 + 32);
+    p = json + sprintf(json, "{\"inputs\":[");
+
+    for (i = 0; i < n; i++) {
+        p += sprintf(p, "%s{\"name\":\"in%zu\",\"shape\":[2],"
+                     "\"datatype\":\"%s\",\"data\":%s}", i ? "," : "", i,
+                     (i % 3) ? "INT16" : "BYTES",
+                     (i % 3) ? "[1,-1]" : "[\"ab\",\"\"]");
+    }
+
+    strcpy(p, "]}");
+
+    st = run(&r, OIP_FORM_BINARY, json, strlen(json), NULL, 0, -1);
+    ok(st == 0 && r.len == r.req.header_len + (n / 3) * 10 + (n - n / 3) * 4
+       && memcmp(r.out + r.req.header_len, "\2\0\0\0ab\0\0\0\0\1\0\xff\xff",
+                 14) == 0
+       && memcmp(r.out + r.len - 4, "\1\0\xff\xff", 4) == 0,
+       "%zu inputs converted, chunks in order", n);
+    run_free(&r);
+
+    free(json);
+}
+
+
+static void
 test_errors(void)
 {
     u_char       bin[16];
@@ -816,6 +733,7 @@ main(void)
     test_shapes();
     test_passthrough();
     test_mixed();
+    test_many_inputs();
     test_errors();
     test_ihcl();
     test_alloc_failures();

@@ -1,0 +1,154 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * Helpers for the codec's unit tests: run a request or a response
+ * through the codec and flatten what comes out.
+ */
+
+
+#ifndef _OIP_CODEC_TEST_H_INCLUDED_
+#define _OIP_CODEC_TEST_H_INCLUDED_
+
+
+#include "tap.h"
+
+
+typedef struct {
+    arena_t          arena;
+    oip_alloc_t      alloc;
+    oip_request_t    req;
+    u_char          *body;
+    u_char          *out;
+    size_t           len;
+} run_t;
+
+
+static oip_options_t  opts = {
+    OIP_FORM_KEEP, OIP_FORM_KEEP, 64 * 1024 * 1024, 64 * 1024 * 1024, 100,
+    NULL, OIP_FORM_BINARY
+};
+
+
+static size_t
+hex(const char *s, u_char *out)
+{
+    size_t        n;
+    unsigned int  v;
+
+    for (n = 0; *s; ) {
+        if (*s == ' ') {
+            s++;
+            continue;
+        }
+
+        sscanf(s, "%2x", &v);
+        out[n++] = (u_char) v;
+        s += 2;
+    }
+
+    return n;
+}
+
+
+static void
+run_free(run_t *r)
+{
+    arena_destroy(&r->arena);
+    free(r->body);
+    free(r->out);
+    r->body = NULL;
+    r->out = NULL;
+}
+
+
+/* ihcl: -1 none, -2 the JSON's length, else that value */
+
+static u_char *
+flatten(oip_seg_t *segs, size_t n, size_t total, size_t *len)
+{
+    size_t   i;
+    u_char  *out, *p;
+
+    out = malloc(total + 1);
+    p = out;
+
+    for (i = 0; i < n; i++) {
+        memcpy(p, segs[i].data, segs[i].len);
+        p += segs[i].len;
+    }
+
+    *len = p - out;
+
+    return out;
+}
+
+
+static int
+run_opts(run_t *r, const oip_options_t *opt, const char *json, size_t jlen,
+    const u_char *bin, size_t blen, off_t ihcl, oip_encoding_e enc)
+{
+    memset(r, 0, sizeof(run_t));
+    arena_init(&r->arena, &r->alloc);
+
+    r->body = malloc(jlen + blen + 1);
+    memcpy(r->body, json, jlen);
+    if (blen) {
+        memcpy(r->body + jlen, bin, blen);
+    }
+
+    if (ihcl == -2) {
+        ihcl = (off_t) jlen;
+    }
+
+    oip_request_process(&r->req, &r->alloc, opt, r->body, jlen + blen, ihcl,
+                        enc);
+
+    if (r->req.status) {
+        return r->req.status;
+    }
+
+    if (!r->req.rewritten) {
+        r->out = malloc(jlen + blen + 1);
+        memcpy(r->out, r->body, jlen + blen);
+        r->len = jlen + blen;
+        return 0;
+    }
+
+    r->out = flatten(r->req.segs, r->req.nsegs, r->req.body_len, &r->len);
+
+    return 0;
+}
+
+
+static int
+run(run_t *r, oip_form_e form, const char *json, size_t jlen,
+    const u_char *bin, size_t blen, off_t ihcl)
+{
+    oip_options_t  o;
+
+    o = opts;
+    o.inputs = form;
+
+    return run_opts(r, &o, json, jlen, bin, blen, ihcl, OIP_ENC_NONE);
+}
+
+
+static int
+same(const u_char *a, size_t alen, const char *b, size_t blen,
+    const char *what)
+{
+    if (alen == blen && memcmp(a, b, alen) == 0) {
+        return 1;
+    }
+
+    diag("%s differs:", what);
+    diag("     got: %.*s", (int) alen, a);
+    diag("expected: %.*s", (int) blen, b);
+
+    return 0;
+}
+
+
+
+#endif /* _OIP_CODEC_TEST_H_INCLUDED_ */
