@@ -11,6 +11,12 @@
 #include "ngx_http_oip_module.h"
 
 
+/* what ngx_http_oip_headers() changes */
+#define NGX_HTTP_OIP_FRAMING   0x01    /* the body was rewritten */
+#define NGX_HTTP_OIP_TYPE      0x02    /* Content-Type to match the body */
+#define NGX_HTTP_OIP_ENCODING  0x04    /* no Accept-Encoding upstream */
+
+
 static void ngx_http_oip_cleanup(void *data);
 static ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model);
 static void ngx_http_oip_body_handler(ngx_http_request_t *r);
@@ -23,9 +29,9 @@ static ngx_int_t ngx_http_oip_body(ngx_http_request_t *r,
 static ngx_int_t ngx_http_oip_replace(ngx_http_request_t *r,
     oip_request_t *req);
 static ngx_int_t ngx_http_oip_headers(ngx_http_request_t *r,
-    oip_request_t *req);
+    oip_request_t *req, ngx_uint_t what);
 static ngx_uint_t ngx_http_oip_dropped(ngx_table_elt_t *h,
-    oip_request_t *req);
+    ngx_uint_t what);
 static ngx_table_elt_t *ngx_http_oip_header_add(ngx_list_t *list,
     char *key, ngx_str_t *value);
 static ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r,
@@ -213,7 +219,7 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     size_t                    len;
     u_char                   *body;
     ngx_int_t                 rc;
-    ngx_uint_t                count;
+    ngx_uint_t                count, what;
     oip_alloc_t               alloc;
     oip_request_t             req;
     oip_options_t             opt;
@@ -272,9 +278,27 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         goto nomem;
     }
 
-    if ((req.rewritten || req.manage)
-        && ngx_http_oip_headers(r, &req) != NGX_OK)
-    {
+    /*
+     * The headers describe the body sent: framing when it was rewritten,
+     * a Content-Type that matches it whenever inputs are not kept as
+     * sent (a runtime may go by it), no Accept-Encoding when the answer
+     * may be rewritten.
+     */
+
+    what = 0;
+
+    if (req.rewritten) {
+        what |= NGX_HTTP_OIP_FRAMING;
+
+    } else if (opt.inputs != OIP_FORM_KEEP && !req.raw) {
+        what |= NGX_HTTP_OIP_TYPE;
+    }
+
+    if (req.manage) {
+        what |= NGX_HTTP_OIP_ENCODING;
+    }
+
+    if (what && ngx_http_oip_headers(r, &req, what) != NGX_OK) {
         goto nomem;
     }
 
@@ -469,12 +493,11 @@ ngx_http_oip_replace(ngx_http_request_t *r, oip_request_t *req)
 /*
  * The header list is rebuilt rather than edited: an element cannot be
  * taken out of an ngx_list_t, and the proxy copies every one it finds.
- * A rewritten body gets its own framing headers; when the answer may be
- * rewritten, Accept-Encoding stays here (IHCL counts plain bytes).
  */
 
 static ngx_int_t
-ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req)
+ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req,
+    ngx_uint_t what)
 {
     u_char           *p;
     ngx_str_t         v;
@@ -510,11 +533,7 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req)
             i = 0;
         }
 
-        if (h[i].hash == 0) {
-            continue;
-        }
-
-        if (ngx_http_oip_dropped(&h[i], req)) {
+        if (h[i].hash == 0 || ngx_http_oip_dropped(&h[i], what)) {
             continue;
         }
 
@@ -526,52 +545,54 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req)
         *nh = h[i];
     }
 
-    if (req->manage) {
+    if (what & NGX_HTTP_OIP_ENCODING) {
         r->headers_in.accept_encoding = NULL;
     }
 
-    if (!req->rewritten) {
-        r->headers_in.headers = list;
-        return NGX_OK;
+    if (what & NGX_HTTP_OIP_FRAMING) {
+        p = ngx_pnalloc(r->pool, 2 * NGX_OFF_T_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v.data = p;
+        v.len = ngx_sprintf(p, "%uz", req->body_len) - p;
+
+        r->headers_in.content_length = ngx_http_oip_header_add(&list,
+                                                       "Content-Length", &v);
+        if (r->headers_in.content_length == NULL) {
+            return NGX_ERROR;
+        }
+
+        if (req->binary) {
+            v.data = p + NGX_OFF_T_LEN;
+            v.len = ngx_sprintf(v.data, "%uz", req->header_len) - v.data;
+
+            if (ngx_http_oip_header_add(&list, NGX_HTTP_OIP_IHCL, &v)
+                == NULL)
+            {
+                return NGX_ERROR;
+            }
+        }
+
+        r->headers_in.transfer_encoding = NULL;
     }
 
-    p = ngx_pnalloc(r->pool, 2 * NGX_OFF_T_LEN);
-    if (p == NULL) {
-        return NGX_ERROR;
-    }
+    if (what & (NGX_HTTP_OIP_FRAMING|NGX_HTTP_OIP_TYPE)) {
+        if (req->binary) {
+            ngx_str_set(&v, "application/octet-stream");
 
-    v.data = p;
-    v.len = ngx_sprintf(p, "%uz", req->body_len) - p;
+        } else {
+            ngx_str_set(&v, "application/json");
+        }
 
-    r->headers_in.content_length = ngx_http_oip_header_add(&list,
-                                                   "Content-Length", &v);
-    if (r->headers_in.content_length == NULL) {
-        return NGX_ERROR;
-    }
-
-    if (req->binary) {
-        ngx_str_set(&v, "application/octet-stream");
-
-    } else {
-        ngx_str_set(&v, "application/json");
-    }
-
-    r->headers_in.content_type = ngx_http_oip_header_add(&list,
-                                                   "Content-Type", &v);
-    if (r->headers_in.content_type == NULL) {
-        return NGX_ERROR;
-    }
-
-    if (req->binary) {
-        v.data = p + NGX_OFF_T_LEN;
-        v.len = ngx_sprintf(v.data, "%uz", req->header_len) - v.data;
-
-        if (ngx_http_oip_header_add(&list, NGX_HTTP_OIP_IHCL, &v) == NULL) {
+        r->headers_in.content_type = ngx_http_oip_header_add(&list,
+                                                       "Content-Type", &v);
+        if (r->headers_in.content_type == NULL) {
             return NGX_ERROR;
         }
     }
 
-    r->headers_in.transfer_encoding = NULL;
     r->headers_in.headers = list;
 
     return NGX_OK;
@@ -579,30 +600,29 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req)
 
 
 static ngx_uint_t
-ngx_http_oip_dropped(ngx_table_elt_t *h, oip_request_t *req)
+ngx_http_oip_dropped(ngx_table_elt_t *h, ngx_uint_t what)
 {
     ngx_uint_t  i;
 
-    static ngx_str_t  framing[] = {
-        ngx_string("Content-Length"),
-        ngx_string("Content-Type"),
-        ngx_string("Transfer-Encoding"),
-        ngx_string("Content-Encoding"),
-        ngx_string(NGX_HTTP_OIP_IHCL),
-        ngx_string("Accept-Encoding")
+    static struct {
+        ngx_str_t   name;
+        ngx_uint_t  what;
+    } headers[] = {
+        { ngx_string("Content-Length"), NGX_HTTP_OIP_FRAMING },
+        { ngx_string("Transfer-Encoding"), NGX_HTTP_OIP_FRAMING },
+        { ngx_string("Content-Encoding"), NGX_HTTP_OIP_FRAMING },
+        { ngx_string(NGX_HTTP_OIP_IHCL), NGX_HTTP_OIP_FRAMING },
+        { ngx_string("Content-Type"),
+          NGX_HTTP_OIP_FRAMING|NGX_HTTP_OIP_TYPE },
+        { ngx_string("Accept-Encoding"), NGX_HTTP_OIP_ENCODING }
     };
 
-    /* the first five describe the old body; the last, what we answer */
+    for (i = 0; i < sizeof(headers) / sizeof(headers[0]); i++) {
 
-    for (i = 0; i < sizeof(framing) / sizeof(ngx_str_t); i++) {
-
-        if ((i < 5 && !req->rewritten) || (i == 5 && !req->manage)) {
-            continue;
-        }
-
-        if (h->key.len == framing[i].len
-            && ngx_strncasecmp(h->key.data, framing[i].data, framing[i].len)
-               == 0)
+        if ((headers[i].what & what)
+            && h->key.len == headers[i].name.len
+            && ngx_strncasecmp(h->key.data, headers[i].name.data,
+                               headers[i].name.len) == 0)
         {
             return 1;
         }

@@ -269,7 +269,7 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     b = NULL;
 
     if (!resp->rewritten) {
-        /* the answer was right as it came */
+        /* the tensors were right as they came */
 
         if (ctx->len) {
             b = ngx_calloc_buf(r->pool);
@@ -310,52 +310,54 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
             ll = &cl->next;
         }
 
-        /* the headers that describe the new body */
-
-        h = ngx_http_oip_header_find(&r->headers_out.headers, NGX_HTTP_OIP_IHCL,
-                                    sizeof(NGX_HTTP_OIP_IHCL) - 1, &count);
-        while (h) {
-            h->hash = 0;
-            h = ngx_http_oip_header_find(&r->headers_out.headers, NGX_HTTP_OIP_IHCL,
-                                        sizeof(NGX_HTTP_OIP_IHCL) - 1,
-                                        &count);
-        }
-
-        if (resp->binary) {
-            p = ngx_pnalloc(r->pool, NGX_SIZE_T_LEN);
-            if (p == NULL) {
-                return NGX_ERROR;
-            }
-
-            v.data = p;
-            v.len = ngx_sprintf(p, "%uz", resp->header_len) - p;
-
-            h = ngx_list_push(&r->headers_out.headers);
-            if (h == NULL) {
-                return NGX_ERROR;
-            }
-
-            h->hash = 1;
-            ngx_str_set(&h->key, NGX_HTTP_OIP_IHCL);
-            h->value = v;
-            h->lowcase_key = NULL;
-#if (nginx_version >= 1023000)
-            h->next = NULL;
-#endif
-
-            ngx_str_set(&r->headers_out.content_type,
-                        "application/octet-stream");
-
-        } else {
-            ngx_str_set(&r->headers_out.content_type, "application/json");
-        }
-
-        r->headers_out.content_type_len = r->headers_out.content_type.len;
-        r->headers_out.content_type_lowcase = NULL;
-        r->headers_out.charset.len = 0;
-
         ngx_http_clear_etag(r);
     }
+
+    /*
+     * The headers say what the body is, whoever answered: runtimes label
+     * binary answers in their own ways (a lower-case IHCL, a JSON type).
+     */
+
+    h = ngx_http_oip_header_find(&r->headers_out.headers, NGX_HTTP_OIP_IHCL,
+                                 sizeof(NGX_HTTP_OIP_IHCL) - 1, &count);
+    while (h) {
+        h->hash = 0;
+        h = ngx_http_oip_header_find(&r->headers_out.headers,
+                                     NGX_HTTP_OIP_IHCL,
+                                     sizeof(NGX_HTTP_OIP_IHCL) - 1, &count);
+    }
+
+    if (resp->binary) {
+        p = ngx_pnalloc(r->pool, NGX_SIZE_T_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        v.data = p;
+        v.len = ngx_sprintf(p, "%uz", resp->header_len) - p;
+
+        h = ngx_list_push(&r->headers_out.headers);
+        if (h == NULL) {
+            return NGX_ERROR;
+        }
+
+        h->hash = 1;
+        ngx_str_set(&h->key, NGX_HTTP_OIP_IHCL);
+        h->value = v;
+        h->lowcase_key = NULL;
+#if (nginx_version >= 1023000)
+        h->next = NULL;
+#endif
+
+        ngx_str_set(&r->headers_out.content_type, "application/octet-stream");
+
+    } else {
+        ngx_str_set(&r->headers_out.content_type, "application/json");
+    }
+
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+    r->headers_out.charset.len = 0;
 
     if (r->headers_out.content_length) {
         r->headers_out.content_length->hash = 0;

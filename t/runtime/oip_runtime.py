@@ -16,9 +16,13 @@ gateway is deployed in front of:
   triton    a listed output is binary if its binary_data is true; without
             an outputs list, binary_data_output decides for all of them
   kserve    as Triton (kserve#5907 makes listed outputs ignore
-            binary_data_output), no raw binary, id always answered
+            binary_data_output), no raw binary, id always answered,
+            binary answers with a lower-case IHCL and no Content-Type;
+            a binary body sent without a non-JSON Content-Type is read as
+            JSON and refused with 422, as FastAPI does
   openvino  binary_data_output is the default of listed outputs only;
-            with no outputs list everything is JSON; no raw binary
+            with no outputs list everything is JSON; no raw binary;
+            binary answers say Content-Type: application/json
   jsononly  no binary extension at all (MLServer): binary bodies are
             refused with 422 and every output is JSON; FP16 and BF16
             travel as JSON numbers, as numpy-based runtimes allow
@@ -250,6 +254,12 @@ class Runtime:
             raise InferError("request body is not JSON: this runtime has no "
                              "binary tensor data extension", 422)
 
+        ctype = (headers.get("Content-Type") or "").split(";")[0].strip()
+        if ihcl is not None and self.family == "kserve" and \
+                ctype in ("", "application/json"):
+            # FastAPI reads such a body as JSON, and fails on the binary
+            raise InferError("request body is not valid JSON", 422)
+
         if ihcl is not None:
             try:
                 hlen = int(ihcl.strip())
@@ -377,6 +387,15 @@ class Runtime:
         self.check_size(model_name, t)
         return [t]
 
+    def no_json_outputs(self):
+        """Datatypes this family cannot write as JSON: Triton refuses FP16
+        and BF16; OVMS's REST writer knows only FP32, FP64 and integers."""
+        if self.family == "jsononly":
+            return ()
+        if self.family == "openvino":
+            return ("FP16", "BF16", "BOOL", "BYTES")
+        return ("FP16", "BF16")
+
     def wants_binary(self, req, raw):
         """Per output name: binary? (None: outputs not listed)."""
         if raw:
@@ -431,8 +450,7 @@ class Runtime:
                 o["parameters"] = {"binary_data_size": len(t.raw)}
                 chunks.append(t.raw)
             else:
-                if t.datatype in ("FP16", "BF16") and \
-                        self.family != "jsononly":
+                if t.datatype in self.no_json_outputs():
                     raise InferError("sending %s data via JSON is not "
                                      "supported. Please use the binary data "
                                      "format for output" % t.datatype)
@@ -445,9 +463,16 @@ class Runtime:
 
         header = json.dumps(resp, separators=(",", ":")).encode()
         if any(len(c) for c in chunks):
-            return header + b"".join(chunks), {
-                "Content-Type": "application/octet-stream",
-                IHCL: str(len(header))}
+            # the families label binary answers differently
+            if self.family == "openvino":
+                headers = {"Content-Type": "application/json",
+                           IHCL.lower(): str(len(header))}
+            elif self.family == "kserve":
+                headers = {IHCL.lower(): str(len(header))}
+            else:
+                headers = {"Content-Type": "application/octet-stream",
+                           IHCL: str(len(header))}
+            return header + b"".join(chunks), headers
         return header, {"Content-Type": "application/json"}
 
 
