@@ -372,6 +372,8 @@ int oip_msg_layout(oip_msg_t *m);
 int oip_msg_edits(oip_msg_t *m);
 int oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
     int *binary);
+int oip_msg_build(oip_msg_t *m, oip_seg_t **segs, size_t *nsegs,
+    size_t *header_len, size_t *body_len, int *binary);
 oip_tensor_t *oip_item_tensor(oip_msg_t *m, oip_item_t *it);
 void oip_member_set(oip_member_t *mb, const u_char *key, const u_char *end,
     const u_char *prev_end);

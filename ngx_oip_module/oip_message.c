@@ -1020,6 +1020,32 @@ oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
 }
 
 
+/* the new message as segments, and the lengths its headers give */
+
+int
+oip_msg_build(oip_msg_t *m, oip_seg_t **segs, size_t *nsegs,
+    size_t *header_len, size_t *body_len, int *binary)
+{
+    oip_out_t  o;
+
+    oip_out_init(&o, m->c, 4096);
+
+    if (oip_msg_assemble(m, &o, header_len, binary) != 0) {
+        return -1;
+    }
+
+    *segs = o.segs;
+    *nsegs = o.nsegs;
+    *body_len = o.total;
+
+    if (!*binary) {
+        *header_len = o.total;
+    }
+
+    return 0;
+}
+
+
 static int
 oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o)
 {

@@ -68,7 +68,6 @@ oip_request_process(oip_request_t *req, const oip_alloc_t *a,
     int         binary;
     size_t      hlen;
     u_char     *plain;
-    oip_out_t   o;
     oip_req_t   rq;
 
     memset(req, 0, sizeof(oip_request_t));
@@ -179,27 +178,22 @@ oip_request_process(oip_request_t *req, const oip_alloc_t *a,
         goto done;
     }
 
-    oip_out_init(&o, &rq.c, 4096);
-
-    if (oip_msg_assemble(&rq.m, &o, &req->header_len, &binary) != 0) {
+    if (oip_msg_build(&rq.m, &req->segs, &req->nsegs, &req->header_len,
+                      &req->body_len, &binary)
+        != 0)
+    {
         goto failed;
     }
 
-    if (!binary && o.total > opt->max_json_size) {
+    if (!binary && req->body_len > opt->max_json_size) {
         oip_fail(&rq.c, 413, "the request as JSON would be %zu bytes, over "
-                 "oip_max_json_size (%zu)", o.total, opt->max_json_size);
+                 "oip_max_json_size (%zu)", req->body_len,
+                 opt->max_json_size);
         goto failed;
     }
 
     req->rewritten = 1;
     req->binary = binary;
-    req->segs = o.segs;
-    req->nsegs = o.nsegs;
-    req->body_len = o.total;
-
-    if (!binary) {
-        req->header_len = o.total;
-    }
 
 done:
 

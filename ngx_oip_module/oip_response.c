@@ -40,7 +40,6 @@ oip_response_process(oip_response_t *resp, const oip_alloc_t *a,
     int          binary;
     char         msg[OIP_ERROR_LEN];
     size_t       hlen;
-    oip_out_t    o;
     oip_resp_t   rs;
 
     memset(resp, 0, sizeof(oip_response_t));
@@ -100,21 +99,15 @@ oip_response_process(oip_response_t *resp, const oip_alloc_t *a,
         goto done;
     }
 
-    oip_out_init(&o, &rs.c, 4096);
-
-    if (oip_msg_assemble(&rs.m, &o, &resp->header_len, &binary) != 0) {
+    if (oip_msg_build(&rs.m, &resp->segs, &resp->nsegs, &resp->header_len,
+                      &resp->body_len, &binary)
+        != 0)
+    {
         goto failed;
     }
 
     resp->rewritten = 1;
     resp->binary = binary;
-    resp->segs = o.segs;
-    resp->nsegs = o.nsegs;
-    resp->body_len = o.total;
-
-    if (!binary) {
-        resp->header_len = o.total;
-    }
 
 done:
 
