@@ -36,6 +36,7 @@ typedef struct {
                                         the HTTP status of an error */
     ngx_str_t              model;
     ngx_str_t              error;
+    ngx_str_t              page;     /* JSON for nginx's own error page */
 
     /* the response path */
     oip_wish_t             wish;
@@ -48,10 +49,12 @@ typedef struct {
     unsigned               manage:1;
     unsigned               filtering:1;
     unsigned               sent:1;
+    unsigned               replace:1;   /* with page, nginx's error page */
 } ngx_http_oip_ctx_t;
 
 
 ngx_int_t ngx_http_oip_request_handler(ngx_http_request_t *r);
+ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model);
 ngx_int_t ngx_http_oip_response_init(ngx_conf_t *cf);
 ngx_http_oip_ctx_t *ngx_http_oip_get_ctx(ngx_http_request_t *r);
 ngx_int_t ngx_http_oip_send_error(ngx_http_request_t *r, ngx_uint_t status,

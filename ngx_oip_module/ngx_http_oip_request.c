@@ -18,7 +18,6 @@
 
 
 static void ngx_http_oip_cleanup(void *data);
-static ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model);
 static void ngx_http_oip_body_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_process(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
@@ -139,7 +138,7 @@ ngx_http_oip_get_ctx(ngx_http_request_t *r)
 
 /* "…/v2/models/M/infer" or "…/v2/models/M/versions/V/infer" */
 
-static ngx_int_t
+ngx_int_t
 ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model)
 {
     u_char  *p, *end, *seg;

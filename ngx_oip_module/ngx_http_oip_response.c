@@ -13,6 +13,9 @@
 
 
 static ngx_int_t ngx_http_oip_header_filter(ngx_http_request_t *r);
+static ngx_int_t ngx_http_oip_own_error(ngx_http_request_t *r);
+static ngx_int_t ngx_http_oip_replace_page(ngx_http_request_t *r,
+    ngx_chain_t *in, ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
 static ngx_int_t ngx_http_oip_append(ngx_http_request_t *r,
@@ -54,6 +57,10 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
 
     if (r != r->main) {
         return ngx_http_next_header_filter(r);
+    }
+
+    if (r->err_status >= NGX_HTTP_BAD_REQUEST) {
+        return ngx_http_oip_own_error(r);
     }
 
     ctx = ngx_http_oip_get_ctx(r);
@@ -122,7 +129,7 @@ static ngx_int_t
 ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
     ngx_int_t            rc;
-    ngx_uint_t           last;
+    ngx_uint_t           last, data;
     ngx_chain_t         *cl;
     ngx_http_oip_ctx_t  *ctx;
 
@@ -132,18 +139,27 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 
     ctx = ngx_http_oip_get_ctx(r);
 
+    if (ctx && ctx->replace) {
+        return ngx_http_oip_replace_page(r, in, ctx);
+    }
+
     if (ctx == NULL || !ctx->filtering) {
         return ngx_http_next_body_filter(r, in);
     }
 
     last = 0;
+    data = 0;
     rc = NGX_OK;
 
     for (cl = in; cl; cl = cl->next) {
 
-        if (!ctx->sent && rc == NGX_OK) {
-            rc = ngx_http_oip_append(r, ctx, cl->buf->pos,
-                                     cl->buf->last - cl->buf->pos);
+        if (cl->buf->last > cl->buf->pos) {
+            data = 1;
+
+            if (!ctx->sent && rc == NGX_OK) {
+                rc = ngx_http_oip_append(r, ctx, cl->buf->pos,
+                                         cl->buf->last - cl->buf->pos);
+            }
         }
 
         cl->buf->pos = cl->buf->last;
@@ -158,6 +174,19 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return NGX_OK;
     }
 
+    /*
+     * A lone flush once the upstream connection is gone: the upstream
+     * failed after its headers (on success a last_buf comes).  The held
+     * headers were never sent, so the client can still get a real error.
+     */
+
+    if (!last && !data && r->upstream && r->upstream->peer.connection == NULL)
+    {
+        return ngx_http_oip_send_upstream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
+                                   "upstream answer: cut short, the upstream "
+                                   "failed after its headers");
+    }
+
     if (rc != NGX_OK) {
         return ngx_http_oip_send_upstream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
                                    "upstream answer: larger than "
@@ -170,6 +199,128 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     }
 
     return ngx_http_oip_finish(r, ctx);
+}
+
+
+/*
+ * nginx's own error page (client_max_body_size, a body that could not be
+ * read, an upstream that could not be reached or timed out) for an infer
+ * request where oip is on: JSON, as every other error there.
+ */
+
+static ngx_int_t
+ngx_http_oip_own_error(ngx_http_request_t *r)
+{
+    size_t                    len;
+    u_char                   *p;
+    ngx_str_t                 model;
+    const char               *msg;
+    ngx_http_oip_ctx_t       *ctx;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    if (!olcf->enable || r->error_page
+        || r->headers_out.status != r->err_status
+        || r->method != NGX_HTTP_POST
+        || ngx_http_oip_infer_uri(&r->uri, &model) != NGX_OK)
+    {
+        return ngx_http_next_header_filter(r);
+    }
+
+    switch (r->err_status) {
+    case NGX_HTTP_BAD_REQUEST:
+        msg = "the request could not be read";
+        break;
+    case NGX_HTTP_REQUEST_TIME_OUT:
+        msg = "the request body did not arrive in time";
+        break;
+    case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
+        msg = "the request body exceeds client_max_body_size";
+        break;
+    case NGX_HTTP_BAD_GATEWAY:
+        msg = "the upstream could not be reached or failed";
+        break;
+    case NGX_HTTP_GATEWAY_TIME_OUT:
+        msg = "the upstream did not answer in time";
+        break;
+    case NGX_HTTP_SERVICE_UNAVAILABLE:
+        msg = "the service is unavailable";
+        break;
+    default:
+        msg = "the request failed";
+    }
+
+    ctx = ngx_http_oip_get_ctx(r);
+
+    if (ctx == NULL) {
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_ctx_t));
+        if (ctx == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
+    }
+
+    len = sizeof("{\"error\":\"\"}") - 1 + ngx_strlen(msg);
+
+    p = ngx_pnalloc(r->pool, len);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    ctx->page.data = p;
+    ctx->page.len = ngx_sprintf(p, "{\"error\":\"%s\"}", msg) - p;
+    ctx->replace = 1;
+    ctx->filtering = 0;
+
+    r->headers_out.content_length_n = ctx->page.len;
+
+    if (r->headers_out.content_length) {
+        r->headers_out.content_length->hash = 0;
+        r->headers_out.content_length = NULL;
+    }
+
+    ngx_str_set(&r->headers_out.content_type, "application/json");
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+    r->headers_out.charset.len = 0;
+
+    return ngx_http_next_header_filter(r);
+}
+
+
+static ngx_int_t
+ngx_http_oip_replace_page(ngx_http_request_t *r, ngx_chain_t *in,
+    ngx_http_oip_ctx_t *ctx)
+{
+    ngx_buf_t    *b;
+    ngx_chain_t   out, *cl;
+
+    for (cl = in; cl; cl = cl->next) {
+        cl->buf->pos = cl->buf->last;
+    }
+
+    if (ctx->sent) {
+        return NGX_OK;
+    }
+
+    ctx->sent = 1;
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    b->pos = ctx->page.data;
+    b->last = ctx->page.data + ctx->page.len;
+    b->memory = 1;
+    b->last_buf = 1;
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_next_body_filter(r, &out);
 }
 
 

@@ -139,6 +139,7 @@ int oip_json_error(oip_json_t *j, const char *what);
 int oip_json_string(oip_json_t *j, oip_str_t *s);
 size_t oip_json_unescape(u_char *dst, const oip_str_t *s);
 size_t oip_json_unescaped_len(const oip_str_t *s);
+int oip_name_controls(const oip_str_t *s);
 int oip_json_str_eq(const oip_str_t *s, const char *lit, size_t len);
 int oip_key_make(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k);
 ssize_t oip_keys_dup(oip_ctx_t *c, const oip_key_t *k, size_t n);
@@ -191,11 +192,15 @@ typedef struct {
     size_t                 cap;
     size_t                 next;       /* size of the next block */
     size_t                 total;      /* bytes in segs */
+    size_t                 limit;      /* at most this many bytes; 0: any */
 } oip_out_t;
 
 
 /* pieces shorter than this are copied rather than referenced */
 #define OIP_REF_MIN          512
+
+/* tensors in one message: what a model has, far beyond; bounds memory */
+#define OIP_MAX_TENSORS      65536
 
 void oip_out_init(oip_out_t *o, oip_ctx_t *c, size_t first);
 int oip_out_grow(oip_out_t *o, size_t n);
@@ -372,8 +377,8 @@ int oip_msg_layout(oip_msg_t *m);
 int oip_msg_edits(oip_msg_t *m);
 int oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
     int *binary);
-int oip_msg_build(oip_msg_t *m, oip_seg_t **segs, size_t *nsegs,
-    size_t *header_len, size_t *body_len, int *binary);
+int oip_msg_build(oip_msg_t *m, size_t json_limit, oip_seg_t **segs,
+    size_t *nsegs, size_t *header_len, size_t *body_len, int *binary);
 oip_tensor_t *oip_item_tensor(oip_msg_t *m, oip_item_t *it);
 void oip_member_set(oip_member_t *mb, const u_char *key, const u_char *end,
     const u_char *prev_end);

@@ -1029,6 +1029,47 @@ next:
 }
 
 
+/*
+ * A name with a control character (\u0000 above all) may be cut short by
+ * C code upstream: two names distinct here would be one there.
+ */
+
+int
+oip_name_controls(const oip_str_t *s)
+{
+    size_t         i;
+    const u_char  *p;
+
+    /* raw control bytes cannot be in a valid string: only escapes can */
+
+    p = s->data;
+
+    for (i = 0; s->escaped && i + 1 < s->len; i++) {
+
+        if (p[i] != '\\') {
+            continue;
+        }
+
+        switch (p[i + 1]) {
+
+        case 'b': case 'f': case 'n': case 'r': case 't':
+            return 1;
+
+        case 'u':
+            if (p[i + 2] == '0' && p[i + 3] == '0'
+                && (p[i + 4] == '0' || p[i + 4] == '1'))
+            {
+                return 1;
+            }
+        }
+
+        i++;    /* past the escaped character */
+    }
+
+    return 0;
+}
+
+
 size_t
 oip_json_unescaped_len(const oip_str_t *s)
 {

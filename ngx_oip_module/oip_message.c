@@ -198,6 +198,11 @@ oip_item_add(oip_msg_t *m)
     size_t       cap;
     oip_item_t  *items, *it;
 
+    if (m->nitems == OIP_MAX_TENSORS) {
+        oip_fail(m->c, 413, "more than %d %ss", OIP_MAX_TENSORS, m->what);
+        return NULL;
+    }
+
     if (m->nitems == m->items_cap) {
         cap = m->items_cap ? m->items_cap * 2 : 4;
 
@@ -308,6 +313,11 @@ oip_item_parse(oip_msg_t *m, size_t index)
             if (it->name.len == 0) {
                 return oip_fail(m->c, 400, "%ss[%zu]: 'name' must not be "
                                 "empty", m->what, index);
+            }
+
+            if (oip_name_controls(&it->name)) {
+                return oip_fail(m->c, 400, "%ss[%zu]: 'name' must not hold "
+                                "control characters", m->what, index);
             }
 
             it->has_name = 1;
@@ -990,6 +1000,10 @@ oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
         return -1;
     }
 
+    /* the limit is on JSON: the chunks are bounded by the tensor limit */
+
+    o->limit = 0;
+
     *header_len = o->total;
     *binary = 0;
 
@@ -1023,12 +1037,13 @@ oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
 /* the new message as segments, and the lengths its headers give */
 
 int
-oip_msg_build(oip_msg_t *m, oip_seg_t **segs, size_t *nsegs,
-    size_t *header_len, size_t *body_len, int *binary)
+oip_msg_build(oip_msg_t *m, size_t json_limit, oip_seg_t **segs,
+    size_t *nsegs, size_t *header_len, size_t *body_len, int *binary)
 {
     oip_out_t  o;
 
     oip_out_init(&o, m->c, 4096);
+    o.limit = json_limit;
 
     if (oip_msg_assemble(m, &o, header_len, binary) != 0) {
         return -1;

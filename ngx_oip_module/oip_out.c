@@ -151,13 +151,27 @@ oip_out_cut(oip_out_t *o)
 }
 
 
+static int
+oip_out_over(oip_out_t *o, size_t n)
+{
+    if (o->limit && n > o->limit - oip_min(oip_out_len(o), o->limit)) {
+        return oip_fail(o->ctx, 413, "as JSON it would exceed "
+                        "oip_max_json_size (%zu bytes)", o->limit);
+    }
+
+    return 0;
+}
+
+
 int
 oip_out_grow(oip_out_t *o, size_t n)
 {
     size_t   size;
     u_char  *block;
 
-    if (oip_out_cut(o) != 0) {
+    /* checked per block: a bound on memory, not an exact length */
+
+    if (oip_out_over(o, n) != 0 || oip_out_cut(o) != 0) {
         return -1;
     }
 
@@ -201,7 +215,7 @@ oip_out_ref(oip_out_t *o, const u_char *data, size_t len)
         return len ? oip_out_write(o, data, len) : 0;
     }
 
-    if (oip_out_cut(o) != 0) {
+    if (oip_out_over(o, len) != 0 || oip_out_cut(o) != 0) {
         return -1;
     }
 

@@ -178,16 +178,16 @@ oip_request_process(oip_request_t *req, const oip_alloc_t *a,
         goto done;
     }
 
-    if (oip_msg_build(&rq.m, &req->segs, &req->nsegs, &req->header_len,
-                      &req->body_len, &binary)
+    if (oip_msg_build(&rq.m, opt->max_json_size, &req->segs, &req->nsegs,
+                      &req->header_len, &req->body_len, &binary)
         != 0)
     {
         goto failed;
     }
 
-    if (!binary && req->body_len > opt->max_json_size) {
+    if (req->header_len > opt->max_json_size) {
         oip_fail(&rq.c, 413, "the request as JSON would be %zu bytes, over "
-                 "oip_max_json_size (%zu)", req->body_len,
+                 "oip_max_json_size (%zu)", req->header_len,
                  opt->max_json_size);
         goto failed;
     }
@@ -430,6 +430,11 @@ oip_parse_outputs(oip_req_t *rq)
                             a.n - 1);
         }
 
+        if (rq->nouts == OIP_MAX_TENSORS) {
+            return oip_fail(&rq->c, 413, "more than %d outputs",
+                            OIP_MAX_TENSORS);
+        }
+
         if (rq->nouts == rq->outs_cap) {
             cap = rq->outs_cap ? rq->outs_cap * 2 : 8;
 
@@ -485,6 +490,11 @@ oip_parse_outputs(oip_req_t *rq)
                 if (name.len == 0) {
                     return oip_fail(&rq->c, 400, "%s: 'name' must not be "
                                     "empty", label);
+                }
+
+                if (oip_name_controls(&name)) {
+                    return oip_fail(&rq->c, 400, "%s: 'name' must not hold "
+                                    "control characters", label);
                 }
 
                 if (oip_key_make(&rq->c, &name, &rq->out_names[rq->nouts])

@@ -99,10 +99,16 @@ oip_response_process(oip_response_t *resp, const oip_alloc_t *a,
         goto done;
     }
 
-    if (oip_msg_build(&rs.m, &resp->segs, &resp->nsegs, &resp->header_len,
-                      &resp->body_len, &binary)
+    if (oip_msg_build(&rs.m, opt->max_json_size, &resp->segs, &resp->nsegs,
+                      &resp->header_len, &resp->body_len, &binary)
         != 0)
     {
+        goto failed;
+    }
+
+    if (resp->header_len > opt->max_json_size) {
+        oip_fail(&rs.c, 413, "as JSON it would exceed oip_max_json_size "
+                 "(%zu bytes)", opt->max_json_size);
         goto failed;
     }
 

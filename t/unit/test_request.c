@@ -470,6 +470,16 @@ test_errors(void)
     REJECT("{\"inputs\":[{\"name\":\"\",\"shape\":[1],"
            "\"datatype\":\"INT8\",\"data\":[1]}]}", 400, "must not be empty");
     REJECT("{\"inputs\":[{\"name\":7}]}", 400, "'name' must be a string");
+    REJECT("{\"inputs\":[{\"name\":\"a\\u0000b\",\"shape\":[1],"
+           "\"datatype\":\"INT8\",\"data\":[1]}]}", 400,
+           "must not hold control characters");
+    REJECT("{\"inputs\":[{\"name\":\"a\\nb\",\"shape\":[1],"
+           "\"datatype\":\"INT8\",\"data\":[1]}]}", 400,
+           "must not hold control characters");
+    REJECT("{\"outputs\":[{\"name\":\"\\u001f\"}],\"inputs\":[]}", 400,
+           "must not hold control characters");
+    REJECT("{\"inputs\":[{\"name\":\"a\\\\u0000b\",\"shape\":[1],"
+           "\"datatype\":\"INT8\"}]}", 400, "has no data");
     REJECT("{\"inputs\":[{\"name\":\"a\",\"shape\":[1],\"datatype\":\"INT8\","
            "\"data\":[1]},{\"name\":\"\\u0061\",\"shape\":[1],"
            "\"datatype\":\"INT8\",\"data\":[1]}]}", 400,
