@@ -261,6 +261,13 @@ oip_request_raw(oip_req_t *rq, const u_char *body, size_t len)
             }
         }
 
+        if (raw->deduced < 0 && known * size != len) {
+            return oip_fail(&rq->c, 400, "raw input '%s': %zu bytes, but "
+                            "shape %s of %s needs %llu", raw->name, len,
+                            raw->text, oip_dtypes[raw->dt].name,
+                            (unsigned long long) (known * size));
+        }
+
         if (len % (known * size)) {
             return oip_fail(&rq->c, 400, "raw input '%s': %zu bytes are not "
                             "a whole number of %s elements of shape %s",
@@ -271,13 +278,6 @@ oip_request_raw(oip_req_t *rq, const u_char *body, size_t len)
         for (i = 0; i < raw->rank; i++) {
             dims[i] = raw->dims[i] >= 0 ? (uint64_t) raw->dims[i]
                                         : len / (known * size);
-        }
-
-        if (raw->deduced < 0 && known * size != len) {
-            return oip_fail(&rq->c, 400, "raw input '%s': %zu bytes, but "
-                            "shape %s of %s needs %llu", raw->name, len,
-                            raw->text, oip_dtypes[raw->dt].name,
-                            (unsigned long long) (known * size));
         }
     }
 
