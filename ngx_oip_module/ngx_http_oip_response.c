@@ -14,6 +14,10 @@
 
 static ngx_int_t ngx_http_oip_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_own_error(ngx_http_request_t *r);
+static ngx_int_t ngx_http_oip_not_http(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_page(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, const char *msg);
 static ngx_int_t ngx_http_oip_replace_page(ngx_http_request_t *r,
     ngx_chain_t *in, ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_body_filter(ngx_http_request_t *r,
@@ -64,6 +68,12 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
     }
 
     ctx = ngx_http_oip_get_ctx(r);
+
+    if (ctx && ctx->status == NGX_DECLINED && r->upstream
+        && r->http_version == NGX_HTTP_VERSION_9 && r->http_protocol.len)
+    {
+        return ngx_http_oip_not_http(r, ctx);
+    }
 
     if (ctx == NULL || !ctx->manage || ctx->filtering
         || r->headers_out.status != NGX_HTTP_OK
@@ -184,7 +194,7 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     {
         return ngx_http_oip_send_upstream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
                                    "upstream answer: cut short, the upstream "
-                                   "failed after its headers");
+                                   "failed or timed out after its headers");
     }
 
     if (rc != NGX_OK) {
@@ -211,11 +221,8 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 static ngx_int_t
 ngx_http_oip_own_error(ngx_http_request_t *r)
 {
-    size_t                    len;
-    u_char                   *p;
     ngx_str_t                 model;
     const char               *msg;
-    ngx_http_oip_ctx_t       *ctx;
     ngx_http_oip_loc_conf_t  *olcf;
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
@@ -251,7 +258,60 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
         msg = "the request failed";
     }
 
-    ctx = ngx_http_oip_get_ctx(r);
+    return ngx_http_oip_page(r, NULL, msg);
+}
+
+
+/*
+ * An upstream that does not speak HTTP makes the proxy pass its bytes on
+ * as an HTTP/0.9 answer, headers and all missing.  For a request this
+ * module handled, that is a bad gateway, said to the client in its own
+ * HTTP version.
+ */
+
+static ngx_int_t
+ngx_http_oip_not_http(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+#if (NGX_HTTP_V2)
+    if (r->stream) {
+        r->http_version = NGX_HTTP_VERSION_20;
+
+    } else
+#endif
+    if (r->http_protocol.len == sizeof("HTTP/1.0") - 1
+               && ngx_strncmp(r->http_protocol.data, "HTTP/1.0",
+                              sizeof("HTTP/1.0") - 1) == 0)
+    {
+        r->http_version = NGX_HTTP_VERSION_10;
+
+    } else {
+        r->http_version = NGX_HTTP_VERSION_11;
+    }
+
+    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                  "oip: model \"%V\": upstream answer: not HTTP",
+                  &ctx->model);
+
+    ngx_http_clean_header(r);
+    r->headers_out.status = NGX_HTTP_BAD_GATEWAY;
+    r->keepalive = 0;
+
+    return ngx_http_oip_page(r, ctx, "upstream answer: not HTTP");
+}
+
+
+/* the answer becomes {"error": msg}, with the status already set */
+
+static ngx_int_t
+ngx_http_oip_page(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    const char *msg)
+{
+    size_t  len;
+    u_char  *p;
+
+    if (ctx == NULL) {
+        ctx = ngx_http_oip_get_ctx(r);
+    }
 
     if (ctx == NULL) {
         ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_ctx_t));
