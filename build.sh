@@ -20,7 +20,7 @@ PY=/usr/bin/python3
 # what building and testing need, as Debian packages
 PKGS_BUILD=(nginx nginx-dev libcjson-dev libssl-dev gcc make libc6-dev
             zlib1g-dev libpcre2-dev)
-PKGS_TEST=(python3 curl perl)
+PKGS_TEST=(python3 curl perl valgrind)
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -49,35 +49,54 @@ stop_system_nginx() {
     fi
 }
 
-do_build() {
-    install_pkgs "${PKGS_BUILD[@]}"
-    stop_system_nginx
-
-    local stamp="$BUILD/nginx/.configured" sum
+# build_module DIR EXTRA_CFLAGS EXTRA_LDFLAGS: the module in $BUILD/DIR,
+# against Debian's nginx (Debian's own method, see NGINX_NOTES)
+build_module() {
+    local dir="$BUILD/$1" stamp sum
+    stamp="$dir/.configured"
     sum=$(cat "$ROOT/config" | md5sum | cut -d' ' -f1)
 
     # configure only when the glue changed: it takes seconds, make does not
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
-        say "configuring against $(/usr/sbin/nginx -v 2>&1)"
-        rm -rf "$BUILD/nginx"
-        mkdir -p "$BUILD/nginx"
+        say "configuring $1 against $(/usr/sbin/nginx -v 2>&1)"
+        rm -rf "$dir"
+        mkdir -p "$dir"
         (cd "$NGX_SRC" && bash -c '. ./conf_flags; ./configure \
-            --with-cc-opt="$(dpkg-buildflags --get CFLAGS) -fPIC $(dpkg-buildflags --get CPPFLAGS)" \
-            --with-ld-opt="$(dpkg-buildflags --get LDFLAGS) -fPIC" \
+            --with-cc-opt="$(dpkg-buildflags --get CFLAGS) -fPIC $(dpkg-buildflags --get CPPFLAGS) $2" \
+            --with-ld-opt="$(dpkg-buildflags --get LDFLAGS) -fPIC $3" \
             "${NGX_CONF_FLAGS[@]}" \
             --add-dynamic-module="$0" --builddir="$1"' \
-            "$ROOT" "$BUILD/nginx") > "$BUILD/configure.log" 2>&1 || {
-            tail -20 "$BUILD/configure.log" >&2
+            "$ROOT" "$dir" "$2" "$3") > "$dir.configure.log" 2>&1 || {
+            tail -20 "$dir.configure.log" >&2
             exit 1
         }
         echo "$sum" > "$stamp"
     fi
 
+    make -s -f "$dir/Makefile" -C "$NGX_SRC" modules \
+        > "$dir.make.log" 2>&1 || { cat "$dir.make.log" >&2; exit 1; }
+}
+
+do_build() {
+    install_pkgs "${PKGS_BUILD[@]}"
+    stop_system_nginx
+    mkdir -p "$BUILD"
+
     say "building the module"
-    make -s -f "$BUILD/nginx/Makefile" -C "$NGX_SRC" modules \
-        > "$BUILD/make.log" 2>&1 || { cat "$BUILD/make.log" >&2; exit 1; }
+    build_module nginx "" ""
     cp "$BUILD/nginx/ngx_http_oip_module.so" "$BUILD/ngx_http_oip_module.so"
     say "built $BUILD/ngx_http_oip_module.so"
+}
+
+# the module with ASan and UBSan, to load into the stock nginx
+do_build_asan() {
+    say "building the module with ASan and UBSan"
+    build_module nginx-asan \
+        "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+        "-fsanitize=address,undefined"
+    mkdir -p "$BUILD/asan"
+    cp "$BUILD/nginx-asan/ngx_http_oip_module.so" \
+       "$BUILD/asan/ngx_http_oip_module.so"
 }
 
 CFLAGS_UNIT=(-std=gnu99 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter
@@ -96,28 +115,59 @@ do_unit() {
     prove -e '' "$BUILD"/unit/test_*
 }
 
+# do_integration LABEL [FILES...]: the integration tests, in the
+# environment the caller set (OIP_MODULE, OIP_NGINX_ENV, OIP_NGINX_WRAP)
 do_integration() {
-    local t failed=()
-    say "integration tests (real nginx, example runtime)"
-    for t in "$ROOT"/t/integration/test_*.py; do
+    local label=$1 t log failed=() files
+    shift
+    files=("$@")
+    [ ${#files[@]} -gt 0 ] || files=("$ROOT"/t/integration/test_*.py)
+    say "integration tests: $label"
+    mkdir -p "$BUILD/logs"
+    for t in "${files[@]}"; do
+        log="$BUILD/logs/$(basename "$t" .py).$(echo "$label" | tr -c 'a-zA-Z0-9\n' -).log"
         printf '%s ... ' "t/integration/$(basename "$t")" >&2
-        if "$PY" "$t" > "$BUILD/$(basename "$t" .py).log" 2>&1; then
-            echo "ok ($(grep -Eo '^Ran [0-9]+ tests' \
-                "$BUILD/$(basename "$t" .py).log" | cut -d' ' -f2) tests)" >&2
+        if "$PY" "$t" > "$log" 2>&1; then
+            echo "ok ($(grep -Eo '^Ran [0-9]+ tests?' "$log" \
+                | cut -d' ' -f2) tests)" >&2
         else
             echo "FAILED" >&2
-            cat "$BUILD/$(basename "$t" .py).log" >&2
+            cat "$log" >&2
             failed+=("$t")
         fi
     done
     [ ${#failed[@]} -eq 0 ] || { say "failed: ${failed[*]}"; return 1; }
 }
 
+do_integration_asan() {
+    local asan ubsan
+    asan=$(gcc -print-file-name=libasan.so)
+    ubsan=$(gcc -print-file-name=libubsan.so)
+    OIP_MODULE="$BUILD/asan/ngx_http_oip_module.so" \
+    OIP_NGINX_ENV="{\"LD_PRELOAD\": \"$asan:$ubsan\",
+                    \"ASAN_OPTIONS\": \"detect_leaks=0\",
+                    \"UBSAN_OPTIONS\": \"print_stacktrace=1\"}" \
+        do_integration "the module with ASan+UBSan in stock nginx" "$@"
+}
+
+do_integration_valgrind() {
+    OIP_NGINX_SINGLE=1 \
+    OIP_NGINX_WRAP="[\"valgrind\", \"--quiet\", \"--leak-check=full\",
+                     \"--show-leak-kinds=definite\",
+                     \"--errors-for-leak-kinds=definite\",
+                     \"--suppressions=$ROOT/t/valgrind.supp\",
+                     \"--log-file=%DIR%/valgrind.%p.log\"]" \
+        do_integration "nginx under valgrind memcheck" "$@"
+}
+
 do_test() {
     do_build
     install_pkgs "${PKGS_TEST[@]}"
     do_unit
-    do_integration
+    do_integration "real nginx, example runtime"
+    do_build_asan
+    do_integration_asan
+    do_integration_valgrind
     say "all tests passed"
 }
 

@@ -40,7 +40,7 @@ static ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r,
 ngx_int_t
 ngx_http_oip_request_handler(ngx_http_request_t *r)
 {
-    ngx_int_t                 rc;
+    ngx_int_t                 rc, status;
     ngx_str_t                 model;
     ngx_pool_cleanup_t       *cln;
     ngx_http_oip_ctx_t       *ctx;
@@ -65,12 +65,15 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
             return ctx->status;
         }
 
-        rc = ngx_http_oip_send_error(r, ctx->status, &ctx->error);
+        /*
+         * sent once, whichever location comes next; and set before it is
+         * sent: finalizing the request may free the pool holding ctx
+         */
 
-        /* the error is sent once, whichever location comes next */
+        status = ctx->status;
         ctx->status = NGX_DECLINED;
 
-        return rc;
+        return ngx_http_oip_send_error(r, status, &ctx->error);
     }
 
     if (r->method != NGX_HTTP_POST
@@ -406,7 +409,10 @@ ngx_http_oip_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         b = cl->buf;
 
         if (!b->in_file) {
-            p = ngx_cpymem(p, b->pos, b->last - b->pos);
+            if (b->last > b->pos) {
+                p = ngx_cpymem(p, b->pos, b->last - b->pos);
+            }
+
             continue;
         }
 

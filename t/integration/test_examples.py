@@ -15,7 +15,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import MODULE, NGINX, ROOT, run_tests
+from oiptest import MODULE, NGINX, NGINX_ENV, ROOT, run_tests
 
 
 def nginx_t(conf_text, extra_g=""):
@@ -24,10 +24,12 @@ def nginx_t(conf_text, extra_g=""):
     path = os.path.join(d, "nginx.conf")
     with open(path, "w") as f:
         f.write(conf_text)
+    # the module may be a sanitizer build: nginx needs its runtime then
+    env = dict(os.environ, **NGINX_ENV)
     r = subprocess.run([NGINX, "-t", "-p", d + "/", "-c", path,
                         "-e", os.path.join(d, "logs", "error.log"),
                         "-g", extra_g or "pid logs/nginx.pid;"],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=env)
     return r.returncode, r.stderr
 
 

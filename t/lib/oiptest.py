@@ -36,8 +36,12 @@ IHCL = "Inference-Header-Content-Length"
 
 # extra environment for nginx, e.g. LD_PRELOAD for sanitizer runs
 NGINX_ENV = json.loads(os.environ.get("OIP_NGINX_ENV", "{}"))
-# a wrapper command, e.g. valgrind, as a JSON list
+# a wrapper command, e.g. valgrind, as a JSON list; %DIR% is the prefix
 NGINX_WRAP = json.loads(os.environ.get("OIP_NGINX_WRAP", "[]"))
+# nginx as one process (master_process off), as valgrind wants it
+SINGLE = os.environ.get("OIP_NGINX_SINGLE") == "1"
+# how much slower than usual nginx may be
+SLOW = 20 if NGINX_WRAP else 1
 
 BAD_LOG = re.compile(r"\[(alert|emerg|crit)\]|exited on signal|"
                      r"AddressSanitizer|LeakSanitizer|runtime error:|"
@@ -198,32 +202,36 @@ class Nginx:
 
     def start(self):
         env = dict(os.environ, **NGINX_ENV)
+        wrap = [w.replace("%DIR%", self.dir) for w in NGINX_WRAP]
+        g = "daemon off;" + (" master_process off;" if SINGLE else "")
         self.proc = subprocess.Popen(
-            NGINX_WRAP + [NGINX, "-p", self.dir + "/", "-c", self.conf,
-                          "-e", self.dir + "/error.log",
-                          "-g", "daemon off;"],
+            wrap + [NGINX, "-p", self.dir + "/", "-c", self.conf,
+                    "-e", self.dir + "/error.log", "-g", g],
             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_port(self.port, self.proc, timeout=60 if NGINX_WRAP else 15)
+        wait_port(self.port, self.proc, timeout=15 * SLOW)
 
     def workers(self):
+        if SINGLE:
+            return [self.proc.pid] if self.proc.poll() is None else []
         out = subprocess.run(["pgrep", "-P", str(self.proc.pid)],
                              capture_output=True, text=True).stdout
         return sorted(int(p) for p in out.split())
 
     def log(self):
-        try:
-            with open(os.path.join(self.dir, "error.log"), errors="replace") \
-                    as f:
-                return f.read()
-        except FileNotFoundError:
-            return ""
+        text = ""
+        for name in sorted(os.listdir(self.dir)):
+            if name == "error.log" or name.startswith("valgrind"):
+                with open(os.path.join(self.dir, name),
+                          errors="replace") as f:
+                    text += f.read()
+        return text
 
     def stop(self):
         """Stops nginx; returns the lines of its log that must not be."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGQUIT)
             try:
-                self.proc.wait(60 if NGINX_WRAP else 15)
+                self.proc.wait(15 * SLOW)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
@@ -238,7 +246,7 @@ class Nginx:
                 timeout=30):
         """(status, headers with lower-case names, body)."""
         conn = http.client.HTTPConnection("127.0.0.1", self.port,
-                                          timeout=timeout)
+                                          timeout=timeout * SLOW)
         try:
             conn.request(method, path, body=body, headers=headers or {})
             r = conn.getresponse()
@@ -254,7 +262,7 @@ class Nginx:
         """curl, for HTTP/2 and chunked uploads; returns (status, body)."""
         port = self.h2port if h2 else self.port
         cmd = ["curl", "-s", "-o", "-", "-w", "\n%{http_code}",
-               "--max-time", "30"]
+               "--max-time", str(30 * SLOW)]
         if h2:
             cmd.append("--http2-prior-knowledge")
         cmd += list(args)
