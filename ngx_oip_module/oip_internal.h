@@ -202,6 +202,9 @@ typedef struct {
 /* tensors in one message: what a model has, far beyond; bounds memory */
 #define OIP_MAX_TENSORS      65536
 
+/* members of one JSON object: each is kept to find duplicates */
+#define OIP_MAX_MEMBERS      65536
+
 void oip_out_init(oip_out_t *o, oip_ctx_t *c, size_t first);
 int oip_out_grow(oip_out_t *o, size_t n);
 int oip_out_write(oip_out_t *o, const void *data, size_t len);

@@ -797,6 +797,13 @@ oip_json_member(oip_json_t *j, oip_obj_t *o, oip_str_t *key,
             return oip_json_error(j, "expected ',' or '}'");
         }
 
+        /* every member is remembered until the object ends */
+
+        if (o->n == OIP_MAX_MEMBERS) {
+            return oip_fail(j->ctx, 413, "a JSON object with more than %d "
+                            "members", OIP_MAX_MEMBERS);
+        }
+
         j->p++;
         oip_json_ws(j);
 

@@ -322,10 +322,14 @@ def catalogue():
     many_out = req(outputs=[{"name": "o%d" % i} for i in range(70000)])
     add("70000 outputs listed", many_out, 413, "more than 65536 outputs")
     many_keys = b'{"x":{' + b",".join(b'"k%d":0' % i
-                                      for i in range(200000)) + \
+                                      for i in range(60000)) + \
         b',"k7":1},"inputs":[]}'
-    add("200000 keys and one duplicate", many_keys, 400,
+    add("60000 keys and one duplicate", many_keys, 400,
         "duplicate key \"k7\"")
+    too_many = b'{"x":{' + b",".join(b'"k%d":0' % i
+                                     for i in range(200000)) + b'},"inputs":[]}'
+    add("an object of 200000 members", too_many, 413,
+        "more than 65536 members")
     add("tensor over oip_max_tensor_size",
         req(inp(datatype="FP64", shape=[10 ** 7], data=[1])), 413,
         "oip_max_tensor_size")

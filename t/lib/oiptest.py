@@ -43,9 +43,10 @@ SINGLE = os.environ.get("OIP_NGINX_SINGLE") == "1"
 # how much slower than usual nginx may be
 SLOW = 20 if NGINX_WRAP else 1
 
+# valgrind runs --quiet: any line it writes is an error it found
 BAD_LOG = re.compile(r"\[(alert|emerg|crit)\]|exited on signal|"
                      r"AddressSanitizer|LeakSanitizer|runtime error:|"
-                     r"ERROR SUMMARY: [1-9]")
+                     r"^==\d+== \S", re.M)
 
 
 def free_port():

@@ -133,7 +133,7 @@ test_dups(void)
 
     /* a large object takes the hashed path; the duplicate is the last */
 
-    n = 5000;
+    n = 60000;
     s = malloc(n * 16 + 64);
     p = s;
     *p++ = '{';
@@ -148,6 +148,30 @@ test_dups(void)
     sprintf(p, ",\"k%d\":0}", n / 2);
     ok(check(s, strlen(s), 100, err) != 0 && strstr(err, "duplicate"),
        "%d keys and one duplicate: %s", n + 1, err);
+
+    free(s);
+}
+
+
+static void
+test_members(void)
+{
+    int    i, n;
+    char  *s, *p, err[OIP_ERROR_LEN];
+
+    n = 65537;
+    s = malloc(n * 16 + 64);
+    p = s;
+    *p++ = '{';
+
+    for (i = 0; i < n; i++) {
+        p += sprintf(p, "%s\"k%d\":0", i ? "," : "", i);
+    }
+
+    strcpy(p, "}");
+
+    ok(check(s, strlen(s), 100, err) != 0 && strstr(err, "65536 members"),
+       "an object of 65537 members: %s", err);
 
     free(s);
 }
@@ -229,6 +253,7 @@ main(void)
 {
     test_grammar();
     test_dups();
+    test_members();
     test_depth();
     test_unescape();
     test_escape();
