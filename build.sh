@@ -99,7 +99,7 @@ do_build_asan() {
        "$BUILD/asan/ngx_http_oip_module.so"
 }
 
-CFLAGS_UNIT=(-std=gnu99 -g -O1 -Wall -Wextra -Werror -Wno-unused-parameter
+CFLAGS_UNIT=(-std=gnu99 -g -O0 -Wall -Wextra -Werror -Wno-unused-parameter
              -Wno-unused-function -fsanitize=address,undefined
              -fno-omit-frame-pointer -fno-sanitize-recover=all)
 

@@ -563,7 +563,7 @@ oip_json_dups(oip_json_t *j, size_t base)
     ssize_t     dup;
     oip_key_t  *k;
 
-    if (j->nodups) {
+    if (j->nodups || j->nkeys == base) {
         return 0;
     }
 
@@ -597,14 +597,16 @@ oip_num_scan(const u_char *p, const u_char *end, oip_num_t *n)
     int64_t  e;
     int      eneg;
 
+    /* empty spans point at p, not NULL: NULL + 0 is undefined */
+
     n->start = p;
     n->neg = 0;
     n->has_frac = 0;
     n->has_exp = 0;
     n->special = OIP_NUM_FINITE;
-    n->digits = NULL;
+    n->digits = p;
     n->ndigits = 0;
-    n->frac = NULL;
+    n->frac = p;
     n->nfrac = 0;
     n->exp = 0;
 
@@ -652,6 +654,7 @@ oip_num_scan(const u_char *p, const u_char *end, oip_num_t *n)
     }
 
     n->ndigits = p - n->digits;
+    n->frac = p;
 
     if (p < end && *p == '.') {
         p++;

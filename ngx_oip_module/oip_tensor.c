@@ -477,11 +477,13 @@ oip_data_nested(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
             continue;
         }
 
-        if (*j->p == '[' || oip_leaf(j, t, dst, i++, bytes) != 0) {
-            if (*j->p == '[') {
-                goto mismatch;
-            }
+        if (*j->p == '[') {
+            goto mismatch;
+        }
 
+        /* a failed leaf may leave j->p at the end: not looked at again */
+
+        if (oip_leaf(j, t, dst, i++, bytes) != 0) {
             rc = -1;
             goto done;
         }

@@ -616,6 +616,17 @@ test_errors(void)
     reject(OIP_FORM_JSON, j, strlen(j), (u_char *) "\1\0\0\0\xff", 5,
            -2, 400, "not valid UTF-8 and cannot be JSON");
 
+    /* bodies that end inside nested data (fuzzing found a read past
+     * them); the exact-size allocation makes ASan see it */
+    REJECT("{\"inputs\":[{\"name\":\"n\",\"datatype\":\"INT8\","
+           "\"shape\":[1,1],\"data\":[[300", 400, "invalid JSON");
+    REJECT("{\"inputs\":[{\"name\":\"n\",\"datatype\":\"BYTES\","
+           "\"shape\":[1,1],\"data\":[[\"abc", 400, "invalid JSON");
+    REJECT("{\"inputs\":[{\"name\":\"n\",\"datatype\":\"INT32\","
+           "\"shape\":[2,3],\"data\":[[1,2,18446744073709551615", 400,
+           "invalid JSON");
+    REJECT("{}", 400, "'inputs' is missing");
+
     /* outputs and parameters */
     REJECT("{\"inputs\":[{\"name\":\"a\",\"shape\":[1],\"datatype\":\"INT8\","
            "\"data\":[1]}],\"outputs\":{}}", 400, "'outputs' must be an array");

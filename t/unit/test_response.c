@@ -44,7 +44,7 @@ respond(rrun_t *r, const oip_wish_t *w, const char *json, const u_char *bin,
     arena_init(&r->arena, &r->alloc);
 
     jlen = strlen(json);
-    r->body = malloc(jlen + blen + 1);
+    r->body = malloc(jlen + blen ? jlen + blen : 1);
     memcpy(r->body, json, jlen);
     if (blen) {
         memcpy(r->body + jlen, bin, blen);
