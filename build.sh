@@ -7,6 +7,7 @@
 #   ./build.sh run        the gateway with the example runtime on
 #                         127.0.0.1:8000 (Ctrl-C stops both)
 #   ./build.sh test       the whole test suite; non-zero on any failure
+#   ./build.sh soak       the load test for OIP_SOAK_SECONDS (600)
 #
 # Runs as root on Debian 12; installs Debian packages only if missing.
 
@@ -20,7 +21,7 @@ PY=/usr/bin/python3
 # what building and testing need, as Debian packages
 PKGS_BUILD=(nginx nginx-dev libcjson-dev libssl-dev gcc make libc6-dev
             zlib1g-dev libpcre2-dev)
-PKGS_TEST=(python3 curl perl valgrind)
+PKGS_TEST=(python3 curl perl valgrind wrk)
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -84,8 +85,16 @@ do_build() {
 
     say "building the module"
     build_module nginx "" ""
-    cp "$BUILD/nginx/ngx_http_oip_module.so" "$BUILD/ngx_http_oip_module.so"
+    install_so "$BUILD/nginx/ngx_http_oip_module.so" \
+               "$BUILD/ngx_http_oip_module.so"
     say "built $BUILD/ngx_http_oip_module.so"
+}
+
+# a running nginx has the old file mapped: writing over it in place kills
+# its workers, a rename leaves it theirs
+install_so() {
+    cp "$1" "$2.tmp.$$"
+    mv -f "$2.tmp.$$" "$2"
 }
 
 # the module with ASan and UBSan, to load into the stock nginx
@@ -95,8 +104,8 @@ do_build_asan() {
         "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
         "-fsanitize=address,undefined"
     mkdir -p "$BUILD/asan"
-    cp "$BUILD/nginx-asan/ngx_http_oip_module.so" \
-       "$BUILD/asan/ngx_http_oip_module.so"
+    install_so "$BUILD/nginx-asan/ngx_http_oip_module.so" \
+               "$BUILD/asan/ngx_http_oip_module.so"
 }
 
 CFLAGS_UNIT=(-std=gnu99 -g -O0 -Wall -Wextra -Werror -Wno-unused-parameter
@@ -217,8 +226,18 @@ EOT
     wait $ngx
 }
 
+# the load test, long: OIP_SOAK_SECONDS (600) of mixed load on 2 workers
+do_soak() {
+    do_build
+    install_pkgs "${PKGS_TEST[@]}"
+    say "soak: ${OIP_SOAK_SECONDS:-600} s of load, RSS read each minute"
+    OIP_SOAK_SECONDS=${OIP_SOAK_SECONDS:-600} \
+        "$PY" "$ROOT/t/integration/test_load.py" 2>&1 | tee "$BUILD/soak.log"
+    return "${PIPESTATUS[0]}"
+}
+
 usage() {
-    sed -n '3,11p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -229,5 +248,6 @@ case "$cmd" in
     build) do_build ;;
     test) do_test ;;
     run) do_run ;;
+    soak) do_soak ;;
     *) usage ;;
 esac
