@@ -8,6 +8,7 @@
 #                         127.0.0.1:8000 (Ctrl-C stops both)
 #   ./build.sh test       the whole test suite; non-zero on any failure
 #   ./build.sh soak       the load test for OIP_SOAK_SECONDS (600)
+#   ./build.sh fuzz       each fuzz target for FUZZ_RUNS (10 million)
 #
 # Runs as root on Debian 12; installs Debian packages only if missing.
 
@@ -21,7 +22,7 @@ PY=/usr/bin/python3
 # what building and testing need, as Debian packages
 PKGS_BUILD=(nginx nginx-dev libcjson-dev libssl-dev gcc make libc6-dev
             zlib1g-dev libpcre2-dev)
-PKGS_TEST=(python3 curl perl valgrind wrk)
+PKGS_TEST=(python3 curl perl valgrind wrk clang-14 libclang-rt-14-dev)
 
 say() { printf '==> %s\n' "$*" >&2; }
 
@@ -169,10 +170,70 @@ do_integration_valgrind() {
         do_integration "nginx under valgrind memcheck" "$@"
 }
 
+FUZZ_TARGETS=(request response roundtrip)
+
+build_fuzzers() {
+    local t
+    mkdir -p "$BUILD/fuzz"
+    for t in "${FUZZ_TARGETS[@]}"; do
+        clang-14 -g -O1 -Wall -Wextra -Werror \
+            -fsanitize=fuzzer,address,undefined \
+            -fno-sanitize-recover=undefined -I"$ROOT/ngx_oip_module" \
+            "$ROOT/t/fuzz/fuzz_$t.c" "$ROOT"/ngx_oip_module/oip_*.c \
+            -lm -lz -o "$BUILD/fuzz/fuzz_$t"
+    done
+}
+
+# fuzz_run TARGET ARGS...: one target on a scratch copy of its seeds and
+# of every input that ever found a bug (t/fuzz/regress/): they run first
+fuzz_run() {
+    local t=$1 dir="$BUILD/fuzz/work-$1"
+    shift
+    rm -rf "$dir"
+    mkdir -p "$dir/corpus"
+    cp "$ROOT/t/fuzz/corpus/$t/"* "$dir/corpus/"
+    if [ -d "$ROOT/t/fuzz/regress/$t" ]; then
+        cp "$ROOT/t/fuzz/regress/$t/"* "$dir/corpus/"
+    fi
+    (cd "$dir" && "$BUILD/fuzz/fuzz_$t" -dict="$ROOT/t/fuzz/oip.dict" \
+        -workers=1 -jobs=1 -print_final_stats=1 "$@" corpus \
+        > "$dir/fuzz.log" 2>&1) || {
+        tail -60 "$dir/fuzz.log" >&2
+        say "fuzz_$t failed: $dir/fuzz.log, crash files in $dir"
+        return 1
+    }
+    printf 'fuzz_%s: %s executions, %s/s\n' "$t" \
+        "$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' \
+           "$dir/fuzz.log" | grep -Eo '[0-9]+$')" \
+        "$(grep -Eo 'stat::average_exec_per_sec: *[0-9]+' \
+           "$dir/fuzz.log" | grep -Eo '[0-9]+$')" >&2
+}
+
+do_fuzz_short() {
+    local t
+    say "fuzzing, ${FUZZ_SECONDS:-20} s a target (libFuzzer, ASan+UBSan)"
+    build_fuzzers
+    for t in "${FUZZ_TARGETS[@]}"; do
+        fuzz_run "$t" -max_total_time="${FUZZ_SECONDS:-20}"
+    done
+}
+
+# long: FUZZ_RUNS (10 million) executions a target, one after the other
+do_fuzz() {
+    local t
+    install_pkgs "${PKGS_TEST[@]}"
+    say "fuzzing, ${FUZZ_RUNS:-10000000} executions a target"
+    build_fuzzers
+    for t in "${FUZZ_TARGETS[@]}"; do
+        fuzz_run "$t" -runs="${FUZZ_RUNS:-10000000}"
+    done
+}
+
 do_test() {
     do_build
     install_pkgs "${PKGS_TEST[@]}"
     do_unit
+    do_fuzz_short
     do_integration "real nginx, example runtime"
     do_build_asan
     do_integration_asan
@@ -237,7 +298,7 @@ do_soak() {
 }
 
 usage() {
-    sed -n '3,12p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -249,5 +310,6 @@ case "$cmd" in
     test) do_test ;;
     run) do_run ;;
     soak) do_soak ;;
+    fuzz) do_fuzz ;;
     *) usage ;;
 esac

@@ -1,0 +1,268 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * What the codec's libFuzzer targets share: an arena allocator that
+ * behaves like an nginx pool (every block tracked, all freed at the end,
+ * so LeakSanitizer sees nothing and an early free of a bad pointer is
+ * caught), allocation failures on demand, and checks of what the codec
+ * hands back.
+ */
+
+
+#ifndef _OIP_FUZZ_H_INCLUDED_
+#define _OIP_FUZZ_H_INCLUDED_
+
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oip_codec.h"
+
+
+/* a violated property: libFuzzer reports it with the input */
+
+#define fz_assert(cond, what)                                                 \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            fprintf(stderr, "fuzz property violated at %s:%d: %s\n",          \
+                    __FILE__, __LINE__, what);                                \
+            abort();                                                          \
+        }                                                                     \
+    } while (0)
+
+
+typedef struct fz_block_s  fz_block_t;
+
+struct fz_block_s {
+    fz_block_t     *prev;
+    fz_block_t     *next;
+    size_t          size;
+    /* 16-byte alignment for what follows, as malloc gives */
+    size_t          pad;
+};
+
+
+typedef struct {
+    fz_block_t      head;
+    size_t          count;
+    size_t          fail_at;      /* the Nth allocation fails; 0: never */
+    unsigned        fail_all:1;   /* ... and every one after it */
+    unsigned        failed:1;     /* an allocation was refused */
+} fz_arena_t;
+
+
+static void *
+fz_alloc(void *data, size_t size)
+{
+    fz_arena_t  *a = data;
+    fz_block_t  *b;
+
+    a->count++;
+
+    if (a->fail_at
+        && (a->count == a->fail_at || (a->fail_all && a->count > a->fail_at)))
+    {
+        a->failed = 1;
+        return NULL;
+    }
+
+    /* the codec never needs this much from a small input: its own bug */
+    fz_assert(size < ((size_t) 1 << 31), "an allocation of 2 GB or more");
+
+    b = malloc(sizeof(fz_block_t) + size);
+    if (b == NULL) {
+        return NULL;
+    }
+
+    b->size = size;
+    b->next = a->head.next;
+    b->prev = &a->head;
+
+    if (a->head.next) {
+        a->head.next->prev = b;
+    }
+
+    a->head.next = b;
+
+    return b + 1;
+}
+
+
+static void
+fz_free(void *data, void *p)
+{
+    fz_block_t  *b;
+
+    (void) data;
+
+    /* a pointer that is not ours makes ASan stop right here */
+
+    b = (fz_block_t *) p - 1;
+
+    b->prev->next = b->next;
+
+    if (b->next) {
+        b->next->prev = b->prev;
+    }
+
+    free(b);
+}
+
+
+static void
+fz_arena_init(fz_arena_t *a, oip_alloc_t *alloc)
+{
+    memset(a, 0, sizeof(fz_arena_t));
+
+    alloc->alloc = fz_alloc;
+    alloc->free = fz_free;
+    alloc->data = a;
+}
+
+
+static void
+fz_arena_destroy(fz_arena_t *a)
+{
+    fz_block_t  *b, *next;
+
+    for (b = a->head.next; b; b = next) {
+        next = b->next;
+        free(b);
+    }
+
+    a->head.next = NULL;
+}
+
+
+/* what the compiler may not throw away: every output byte is read */
+
+static volatile unsigned  fz_sink;
+
+
+static inline uint32_t
+fz_le32(const u_char *p)
+{
+    return (uint32_t) p[0] | ((uint32_t) p[1] << 8)
+           | ((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
+}
+
+
+/*
+ * Segments of a rewritten message: they add up to body_len, the header
+ * fits in the body, every byte is readable (ASan checks each one).
+ */
+
+static void
+fz_segs_check(const oip_seg_t *segs, size_t nsegs, size_t header_len,
+    size_t body_len)
+{
+    size_t         i, j, total;
+    unsigned       sum;
+    const u_char  *p;
+
+    fz_assert(header_len <= body_len, "header_len > body_len");
+    fz_assert(nsegs == 0 || segs != NULL, "segments missing");
+
+    total = 0;
+    sum = 0;
+
+    for (i = 0; i < nsegs; i++) {
+        fz_assert(segs[i].len == 0 || segs[i].data != NULL,
+                  "a segment without data");
+
+        p = segs[i].data;
+
+        for (j = 0; j < segs[i].len; j++) {
+            sum = sum * 31 + p[j];
+        }
+
+        total += segs[i].len;
+    }
+
+    fz_assert(total == body_len, "segments do not add up to body_len");
+
+    fz_sink += sum;
+}
+
+
+static void
+fz_error_check(int status, const char *error)
+{
+    size_t  n;
+
+    n = strnlen(error, OIP_ERROR_LEN);
+
+    fz_assert(n < OIP_ERROR_LEN, "error is not NUL-terminated");
+
+    if (status == 0) {
+        /* a failure recorded but not returned would be swallowed */
+        fz_assert(n == 0, "status 0 with an error message");
+
+    } else {
+        fz_assert(n > 0, "a failure without an error message");
+    }
+}
+
+
+/* the segments as one malloc'ed buffer of exactly their length */
+
+static u_char *
+fz_flatten(const oip_seg_t *segs, size_t nsegs, size_t total)
+{
+    size_t   i;
+    u_char  *out, *p;
+
+    out = malloc(total ? total : 1);
+    fz_assert(out != NULL, "malloc");
+
+    p = out;
+
+    for (i = 0; i < nsegs; i++) {
+        if (segs[i].len) {
+            memcpy(p, segs[i].data, segs[i].len);
+            p += segs[i].len;
+        }
+    }
+
+    return out;
+}
+
+
+/*
+ * An IHCL from the config: absent, an absolute offset (stable when the
+ * binary tail mutates), an offset from the end (stable when the JSON
+ * mutates), or 0 (a raw binary request).
+ */
+
+static inline off_t
+fz_ihcl(unsigned mode, const u_char *v, size_t len)
+{
+    uint64_t  x;
+
+    x = fz_le32(v);
+
+    switch (mode & 3) {
+
+    case 0:
+        return -1;
+
+    case 1:
+        /* len + 1 is past the end: that error too */
+        return (off_t) (x % ((uint64_t) len + 2));
+
+    case 2:
+        return (off_t) (len - x % ((uint64_t) len + 1));
+
+    default:
+        return 0;
+    }
+}
+
+
+#endif /* _OIP_FUZZ_H_INCLUDED_ */

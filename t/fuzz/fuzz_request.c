@@ -1,0 +1,382 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * libFuzzer target: oip_request_process() on any body, under options
+ * taken from the first bytes.  Beyond the sanitizers it checks what a
+ * caller relies on: the status set, the error text, the segments, and
+ * that a rewritten request is a fixed point, i.e. the codec accepts its
+ * own output unchanged under the same options.
+ *
+ * The input: a config of FZ_REQ_CONFIG bytes, then the body.
+ *
+ *   c[0]      bits 0-1: inputs form (0 keep, 1 binary, 2 json, 3 keep)
+ *             bits 2-3: outputs form, the same way
+ *             bits 4-5: encoding (0 none, 1 gzip, 2 deflate, 3 none)
+ *             bit 6: small limits (c[11], c[12]); bit 7: oip_raw_input
+ *   c[1]      max_depth: 1 + c[1] % 200
+ *   c[2]      bits 0-1: IHCL (0 none, 1 c[3..6] % (len + 2),
+ *             2 len - c[3..6] % (len + 1), 3 zero: raw)
+ *             bit 2: allocation c[13] + 1 fails; bit 3: and all after
+ *             bit 4: raw_outputs json (else binary)
+ *   c[3..6]   the IHCL value, little-endian
+ *   c[7]      raw datatype: c[7] % 16 (14 and 15: unknown ones)
+ *   c[8]      raw rank: 1 + (c[8] & 3); the -1 at (c[8] >> 2) & 7, if
+ *             below the rank; bits 5-6: the name (3: not UTF-8);
+ *             bit 7: dims as chosen for BYTES too (else "1")
+ *   c[9..10]  raw dimensions, a nibble each, plus one
+ *   c[11]     small max_json_size: 16 + 16 * c[11]
+ *   c[12]     small max_tensor_size: 8 * c[12]
+ *   c[13]     which allocation fails
+ *   c[14]     bits 0-4: if not 0, the raw dimensions are that many
+ *             first bytes of the body, as text
+ *   c[15]     bits 0-4: oip_ihcl_parse() is checked on that many first
+ *             bytes of the body
+ */
+
+
+#include "fuzz.h"
+
+
+#define FZ_REQ_CONFIG        16
+#define FZ_DEFAULT_LIMIT     (64 * 1024 * 1024)
+
+/* deep enough for anything the codec adds: parameters of an output */
+#define FZ_REFEED_DEPTH      5
+
+
+static const char  *fz_dtypes[] = {
+    "BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32",
+    "INT64", "FP16", "BF16", "FP32", "FP64", "BYTES", "FP8", "fp32"
+};
+
+static const char  *fz_raw_names[] = {
+    "INPUT0", "IN\"0", "\xe5\x90\x8d\\", "\xff"
+};
+
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int fz_raw_config(const u_char *c, const u_char *body, size_t len,
+    oip_raw_input_t *raw);
+static void fz_ihcl_parse_check(const u_char *v, size_t len);
+static void fz_request_check(const oip_request_t *req,
+    const oip_options_t *opt, const fz_arena_t *arena, const u_char *body,
+    size_t len, off_t ihcl);
+static void fz_request_refeed(const oip_request_t *req,
+    const oip_options_t *opt);
+
+
+static oip_form_e
+fz_form(unsigned v)
+{
+    switch (v & 3) {
+    case 1:
+        return OIP_FORM_BINARY;
+    case 2:
+        return OIP_FORM_JSON;
+    default:
+        return OIP_FORM_KEEP;
+    }
+}
+
+
+/* an oip_raw_input declaration from the config; -1 if it is refused */
+
+static int
+fz_raw_config(const u_char *c, const u_char *body, size_t len,
+    oip_raw_input_t *raw)
+{
+    int            rc;
+    char           buf[64], err[128];
+    size_t         i, rank, n, deduced;
+    unsigned       dim;
+    const char    *name, *dt;
+    const u_char  *dims;
+
+    dt = fz_dtypes[c[7] % 16];
+    name = fz_raw_names[(c[8] >> 5) & 3];
+
+    rank = 1 + (c[8] & 3);
+    deduced = (c[8] >> 2) & 7;
+
+    n = 0;
+    dims = (const u_char *) buf;
+
+    if (c[14] & 0x1f) {
+        /* any text, read in place: the parser's own refusals */
+        n = (c[14] & 0x1f) < len ? (c[14] & 0x1f) : len;
+        dims = body;
+
+    } else if (c[7] % 16 == 13 && !(c[8] & 0x80)) {
+        /* BYTES is one element; the other dims test the refusal */
+        buf[n++] = '1';
+
+    } else {
+        for (i = 0; i < rank; i++) {
+            dim = 1 + ((c[9 + i / 2] >> ((i % 2) * 4)) & 15);
+
+            n += snprintf(buf + n, sizeof(buf) - n, "%s%d", i ? "," : "",
+                          i == deduced ? -1 : (int) dim);
+        }
+    }
+
+    memset(err, 0, sizeof(err));
+
+    rc = oip_raw_input_init(raw, (const u_char *) name, strlen(name),
+                            (const u_char *) dt, strlen(dt),
+                            dims, n, err, sizeof(err));
+
+    fz_assert(rc == 0 || (rc == -1 && err[0] != '\0'),
+              "oip_raw_input_init failed without a message");
+    fz_assert(strnlen(err, sizeof(err)) < sizeof(err),
+              "oip_raw_input_init: error not NUL-terminated");
+
+    if (rc == 0) {
+        fz_assert(raw->rank >= 1 && raw->rank <= OIP_RAW_RANK, "raw rank");
+        fz_assert(strnlen(raw->text, sizeof(raw->text)) < sizeof(raw->text),
+                  "raw text not NUL-terminated");
+    }
+
+    return rc;
+}
+
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    off_t             ihcl;
+    size_t            len;
+    oip_alloc_t       alloc;
+    fz_arena_t        arena;
+    const u_char     *c, *body;
+    oip_options_t     opt;
+    oip_request_t     req;
+    oip_encoding_e    enc;
+    oip_raw_input_t   raw;
+
+    if (size < FZ_REQ_CONFIG) {
+        return 0;
+    }
+
+    c = data;
+    body = data + FZ_REQ_CONFIG;
+    len = size - FZ_REQ_CONFIG;
+
+    memset(&opt, 0, sizeof(oip_options_t));
+
+    opt.inputs = fz_form(c[0]);
+    opt.outputs = fz_form(c[0] >> 2);
+    opt.max_depth = 1 + c[1] % 200;
+    opt.raw_outputs = (c[2] & 0x10) ? OIP_FORM_JSON : OIP_FORM_BINARY;
+
+    if (c[0] & 0x40) {
+        opt.max_json_size = 16 + 16 * (size_t) c[11];
+        opt.max_tensor_size = 8 * (size_t) c[12];
+
+    } else {
+        opt.max_json_size = FZ_DEFAULT_LIMIT;
+        opt.max_tensor_size = FZ_DEFAULT_LIMIT;
+    }
+
+    switch ((c[0] >> 4) & 3) {
+    case 1:
+        enc = OIP_ENC_GZIP;
+        break;
+    case 2:
+        enc = OIP_ENC_DEFLATE;
+        break;
+    default:
+        enc = OIP_ENC_NONE;
+    }
+
+    if ((c[0] & 0x80) && fz_raw_config(c, body, len, &raw) == 0) {
+        opt.raw = &raw;
+    }
+
+    if (c[15] & 0x1f) {
+        fz_ihcl_parse_check(body, (c[15] & 0x1f) < len ? (c[15] & 0x1f)
+                                                       : len);
+    }
+
+    ihcl = fz_ihcl(c[2], c + 3, len);
+
+    fz_arena_init(&arena, &alloc);
+
+    if (c[2] & 0x04) {
+        arena.fail_at = 1 + (size_t) c[13];
+        arena.fail_all = (c[2] & 0x08) ? 1 : 0;
+    }
+
+    oip_request_process(&req, &alloc, &opt, body, len, ihcl, enc);
+
+
+#ifdef FZ_DEBUG
+    /* -DFZ_DEBUG: what each input gives, to check seeds by eye */
+    fprintf(stderr, "ihcl %lld, status %d%s%s, %s\n", (long long) ihcl,
+            req.status, req.rewritten ? ", rewritten" : "",
+            req.binary ? ", binary" : "", req.error);
+#endif
+
+    fz_request_check(&req, &opt, &arena, body, len, ihcl);
+
+    if (req.status == 0 && req.rewritten) {
+        fz_request_refeed(&req, &opt);
+    }
+
+    fz_arena_destroy(&arena);
+
+    return 0;
+}
+
+
+/* oip_ihcl_parse() against a plain reading of what it documents */
+
+static void
+fz_ihcl_parse_check(const u_char *v, size_t len)
+{
+    int       ok, rc;
+    size_t    i;
+    uint64_t  x, n, d;
+
+    /* decimal digits only, no leading zero but a lone "0", in 64 bits */
+
+    ok = (len > 0 && !(v[0] == '0' && len > 1));
+    x = 0;
+
+    for (i = 0; ok && i < len; i++) {
+        if (v[i] < '0' || v[i] > '9') {
+            ok = 0;
+            break;
+        }
+
+        d = v[i] - '0';
+
+        if (x > UINT64_MAX / 10 || x * 10 > UINT64_MAX - d) {
+            ok = 0;
+            break;
+        }
+
+        x = x * 10 + d;
+    }
+
+    n = 12345;
+    rc = oip_ihcl_parse(v, len, &n);
+
+    fz_assert(rc == (ok ? 0 : -1), "oip_ihcl_parse: wrong verdict");
+    fz_assert(!ok || n == x, "oip_ihcl_parse: wrong value");
+}
+
+
+static void
+fz_request_check(const oip_request_t *req, const oip_options_t *opt,
+    const fz_arena_t *arena, const u_char *body, size_t len, off_t ihcl)
+{
+    size_t    i, j;
+    unsigned  sum;
+
+    fz_assert(req->status == 0 || req->status == 400 || req->status == 413
+              || req->status == 415 || req->status == 500,
+              "request status not 0, 400, 413, 415 or 500");
+
+    fz_error_check(req->status, req->error);
+
+    if (req->status == 500) {
+        /* 500 is for memory only; else a check failed without a status */
+        fz_assert(arena->failed, "500 without an allocation failure");
+    }
+
+    if (req->status != 0) {
+        return;
+    }
+
+    fz_assert(!req->raw || ihcl == 0, "raw without IHCL 0");
+    fz_assert(!req->decompressed || req->rewritten,
+              "decompressed but sent as it came");
+
+    if (req->rewritten) {
+        fz_segs_check(req->segs, req->nsegs, req->header_len,
+                      req->body_len);
+
+        fz_assert(req->binary || req->header_len == req->body_len,
+                  "JSON-only body with header_len != body_len");
+
+        /* only a raw pass-through has no JSON header */
+        fz_assert(req->header_len > 0 || (req->raw && opt->raw == NULL),
+                  "an empty JSON header");
+
+    } else if (!req->raw) {
+        fz_assert(req->body_len == len, "untouched, but body_len != len");
+        fz_assert(req->header_len == (ihcl > 0 ? (size_t) ihcl : len),
+                  "untouched, but header_len is not the IHCL");
+        fz_assert(req->binary == (ihcl > 0), "untouched: binary flag");
+        fz_assert(req->nsegs == 0, "untouched, but segments");
+
+        /* the body is the caller's: ASan checks it is still readable */
+        for (sum = 0, i = 0; i < len; i++) {
+            sum += body[i];
+        }
+
+        fz_sink += sum;
+    }
+
+    fz_assert(req->wish.n == 0 || (req->wish.listed
+                                   && req->wish.outputs != NULL),
+              "wish outputs without a list");
+
+    for (i = 0; i < req->wish.n; i++) {
+        fz_assert(req->wish.outputs[i].len > 0, "a wished output without "
+                  "a name");
+
+        for (sum = 0, j = 0; j < req->wish.outputs[i].len; j++) {
+            sum = sum * 31 + req->wish.outputs[i].name[j];
+        }
+
+        fz_sink += sum;
+    }
+}
+
+
+/*
+ * The rewritten request, as the upstream gets it, fed back under the
+ * same options: valid, and nothing left to change.
+ */
+
+static void
+fz_request_refeed(const oip_request_t *req, const oip_options_t *opt)
+{
+    off_t           ihcl;
+    u_char         *out;
+    oip_alloc_t     alloc;
+    fz_arena_t      arena;
+    oip_options_t   o;
+    oip_request_t   again;
+
+    out = fz_flatten(req->segs, req->nsegs, req->body_len);
+
+    o = *opt;
+    o.raw = NULL;
+
+    if (o.max_depth < FZ_REFEED_DEPTH) {
+        o.max_depth = FZ_REFEED_DEPTH;
+    }
+
+    ihcl = req->binary ? (off_t) req->header_len : -1;
+
+    fz_arena_init(&arena, &alloc);
+
+    oip_request_process(&again, &alloc, &o, out, req->body_len, ihcl,
+                        OIP_ENC_NONE);
+
+    if (again.status != 0) {
+        fprintf(stderr, "refeed: %d %s\n", again.status, again.error);
+        fprintf(stderr, "rewritten (%zu, header %zu): %.*s\n", req->body_len,
+                req->header_len, (int) req->header_len, out);
+    }
+
+    fz_assert(again.status == 0, "the codec refuses its own request");
+    fz_assert(!again.rewritten, "the codec's own request rewritten again");
+
+    fz_arena_destroy(&arena);
+    free(out);
+}
