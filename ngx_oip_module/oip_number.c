@@ -6,6 +6,13 @@
  * correctly rounded, FP16/BF16 rounded to nearest even from the double
  * (numpy's astype), and printing in the shortest text that reads back
  * to the same bits.
+ *
+ * Reading is Clinger's fast path, then Eisel and Lemire's algorithm
+ * ("Number parsing at a gigabyte per second", 2021; with 19 digits or
+ * fewer it needs no fallback: Mushtak and Lemire, 2023), then strtod in
+ * the C locale for the rare long input it cannot decide.  Printing is
+ * Giulietti's Schubfach ("The Schubfach way to render doubles", 2020).
+ * The tables of powers come from oip_tables.py.
  */
 
 
@@ -19,10 +26,52 @@
 #include <stdlib.h>
 
 #include "oip_internal.h"
+#include "oip_tables.h"
 
 
 /* enough significant digits to decide any rounding, then a sticky one */
 #define OIP_DIGITS_MAX       800
+
+
+/* the high 64 bits of a 64 x 64 product, and the low */
+
+#if defined(__SIZEOF_INT128__)
+
+static inline uint64_t
+oip_mul128(uint64_t a, uint64_t b, uint64_t *lo)
+{
+    unsigned __int128  p;
+
+    p = (unsigned __int128) a * b;
+    *lo = (uint64_t) p;
+
+    return (uint64_t) (p >> 64);
+}
+
+#else
+
+static inline uint64_t
+oip_mul128(uint64_t a, uint64_t b, uint64_t *lo)
+{
+    uint64_t  a0, a1, b0, b1, p00, p01, p10, p11, mid;
+
+    a0 = (uint32_t) a;
+    a1 = a >> 32;
+    b0 = (uint32_t) b;
+    b1 = b >> 32;
+
+    p00 = a0 * b0;
+    p01 = a0 * b1;
+    p10 = a1 * b0;
+    p11 = a1 * b1;
+
+    mid = (p00 >> 32) + (uint32_t) p01 + (uint32_t) p10;
+    *lo = (mid << 32) | (uint32_t) p00;
+
+    return p11 + (p01 >> 32) + (p10 >> 32) + (mid >> 32);
+}
+
+#endif
 
 
 typedef struct {
@@ -33,18 +82,39 @@ typedef struct {
 } oip_dec_t;
 
 
+/* an IEEE binary format, for Eisel-Lemire */
+
+typedef struct {
+    int                    mbits;      /* explicit mantissa bits */
+    int                    min_exp;    /* minimum_exponent: -bias */
+    int                    inf_pow;    /* the biased exponent of inf */
+    int                    min_q;      /* below: zero */
+    int                    max_q;      /* above: infinity */
+    int                    even_min;   /* q where halfway cases exist */
+    int                    even_max;
+} oip_fmt_t;
+
+
+static const oip_fmt_t  oip_fmt64 = { 52, -1023, 0x7ff, -342, 308, -4, 23 };
+static const oip_fmt_t  oip_fmt32 = { 23, -127, 0xff, -64, 38, -17, 10 };
+
+
 static void oip_dec_make(const oip_num_t *n, oip_dec_t *d);
 static int oip_num_text(const oip_num_t *n, char *buf, size_t size);
 static locale_t oip_c_locale(void);
 static double oip_strtod(const char *s);
 static float oip_strtof(const char *s);
+static uint64_t oip_eisel_lemire(const oip_fmt_t *f, uint64_t w, int64_t q);
+static int oip_decide(const oip_fmt_t *f, const oip_dec_t *d,
+    uint64_t *bits);
 static uint16_t oip_double_to_half(double d, unsigned mbits, unsigned ebits);
 static double oip_half_to_double(uint16_t h, unsigned mbits,
     unsigned ebits);
-static u_char *oip_print_digits(u_char *p, const char *digits, int nd,
-    int n);
-static u_char *oip_print_shortest(u_char *p, double v, int maxp, int kind,
-    uint16_t bits);
+static u_char *oip_print_special(u_char *p, int neg, int inf);
+static u_char *oip_print_decimal(u_char *p, uint64_t f, int e);
+static u_char *oip_schubfach64(u_char *p, uint64_t bits);
+static u_char *oip_schubfach32(u_char *p, uint32_t c, int q, int p_bits,
+    int q_min);
 
 
 static const double  oip_pow10[] = {
@@ -55,6 +125,13 @@ static const double  oip_pow10[] = {
 static const float  oip_pow10f[] = {
     1e0f, 1e1f, 1e2f, 1e3f, 1e4f, 1e5f, 1e6f, 1e7f, 1e8f, 1e9f, 1e10f
 };
+
+
+static const char  oip_digits2[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "68697071727374757677787980818283848586878889909192939495969798"
+    "99";
 
 
 int
@@ -234,11 +311,120 @@ oip_strtof(const char *s)
 }
 
 
+/*
+ * w * 10^q in the format f, rounded to nearest even: the bits of its
+ * absolute value.  Exact for w of 19 digits or fewer.
+ */
+
+static uint64_t
+oip_eisel_lemire(const oip_fmt_t *f, uint64_t w, int64_t q)
+{
+    int        lz, upper, shift;
+    int64_t    power2;
+    uint64_t   m, hi, lo, lo2, mask, hi2;
+
+    if (w == 0 || q < f->min_q) {
+        return 0;
+    }
+
+    if (q > f->max_q) {
+        return (uint64_t) f->inf_pow << f->mbits;
+    }
+
+    lz = __builtin_clzll(w);
+    w <<= lz;
+
+    /* the product with 5^q, to the precision the format needs */
+
+    hi = oip_mul128(w, oip_pow5[q - OIP_POW5_MIN][0], &lo);
+
+    mask = UINT64_MAX >> (f->mbits + 3);
+
+    if ((hi & mask) == mask) {
+        hi2 = oip_mul128(w, oip_pow5[q - OIP_POW5_MIN][1], &lo2);
+        lo += hi2;
+
+        if (hi2 > lo) {
+            hi++;
+        }
+    }
+
+    upper = (int) (hi >> 63);
+    shift = upper + 64 - f->mbits - 3;
+    m = hi >> shift;
+
+    /* floor(log2(10^q)) + 63, then the format's bias */
+
+    power2 = ((((152170 + 65536) * q) >> 16) + 63) + upper - lz - f->min_exp;
+
+    if (power2 <= 0) {
+        /* subnormal */
+
+        if (-power2 + 1 >= 64) {
+            return 0;
+        }
+
+        m >>= -power2 + 1;
+        m += m & 1;
+        m >>= 1;
+
+        /* a carry into the smallest normal is its right bit pattern */
+        return m;
+    }
+
+    /* exactly halfway, and the lower one is even: do not round up */
+
+    if (lo <= 1 && q >= f->even_min && q <= f->even_max && (m & 3) == 1
+        && (m << shift) == hi)
+    {
+        m &= ~(uint64_t) 1;
+    }
+
+    m += m & 1;
+    m >>= 1;
+
+    if (m >= ((uint64_t) 2 << f->mbits)) {
+        m = (uint64_t) 1 << f->mbits;
+        power2++;
+    }
+
+    m &= ~((uint64_t) 1 << f->mbits);
+
+    if (power2 >= f->inf_pow) {
+        return (uint64_t) f->inf_pow << f->mbits;
+    }
+
+    return ((uint64_t) power2 << f->mbits) | m;
+}
+
+
+/*
+ * With nonzero digits cut after the 19th, the value lies between w and
+ * w + 1 ulp of the last digit kept: when both round alike, that is it.
+ */
+
+static int
+oip_decide(const oip_fmt_t *f, const oip_dec_t *d, uint64_t *bits)
+{
+    uint64_t  b;
+
+    b = oip_eisel_lemire(f, d->w, d->e10);
+
+    if (d->inexact && oip_eisel_lemire(f, d->w + 1, d->e10) != b) {
+        return -1;
+    }
+
+    *bits = b;
+
+    return 0;
+}
+
+
 int
 oip_num_double(const oip_num_t *n, double *v)
 {
     double     x;
-    uint64_t   w;
+    uint64_t   bits;
     oip_dec_t  d;
     char       buf[OIP_DIGITS_MAX + 48];
 
@@ -257,40 +443,19 @@ oip_num_double(const oip_num_t *n, double *v)
 
     /* Clinger's fast path: both operands exact, one rounding */
 
-    if (!d.inexact && d.w <= (1ULL << 53)) {
+    if (!d.inexact && d.w <= (1ULL << 53) && d.e10 >= -22 && d.e10 <= 22) {
+        x = (d.e10 >= 0) ? (double) d.w * oip_pow10[d.e10]
+                         : (double) d.w / oip_pow10[-d.e10];
 
-        if (d.e10 >= 0 && d.e10 <= 22) {
-            x = (double) d.w * oip_pow10[d.e10];
-            goto done;
-        }
+    } else if (oip_decide(&oip_fmt64, &d, &bits) == 0) {
+        memcpy(&x, &bits, sizeof(double));
 
-        if (d.e10 < 0 && d.e10 >= -22) {
-            x = (double) d.w / oip_pow10[-d.e10];
-            goto done;
-        }
-
-        if (d.e10 > 22 && d.e10 <= 22 + 15) {
-            w = d.w;
-
-            for (d.e10 -= 22; d.e10 > 0 && w <= (1ULL << 53); d.e10--) {
-                w *= 10;
-            }
-
-            if (w <= (1ULL << 53)) {
-                x = (double) w * 1e22;
-                goto done;
-            }
-        }
-    }
-
-    if (oip_num_text(n, buf, sizeof(buf)) != 0) {
+    } else if (oip_num_text(n, buf, sizeof(buf)) != 0) {
         x = 0.0;
 
     } else {
-        x = oip_strtod(buf);
+        x = fabs(oip_strtod(buf));
     }
-
-done:
 
     *v = n->neg ? -x : x;
 
@@ -302,6 +467,8 @@ int
 oip_num_float(const oip_num_t *n, float *v)
 {
     float      x;
+    uint32_t   b32;
+    uint64_t   bits;
     oip_dec_t  d;
     char       buf[OIP_DIGITS_MAX + 48];
 
@@ -322,11 +489,15 @@ oip_num_float(const oip_num_t *n, float *v)
         x = (d.e10 >= 0) ? (float) d.w * oip_pow10f[d.e10]
                          : (float) d.w / oip_pow10f[-d.e10];
 
+    } else if (oip_decide(&oip_fmt32, &d, &bits) == 0) {
+        b32 = (uint32_t) bits;
+        memcpy(&x, &b32, sizeof(float));
+
     } else if (oip_num_text(n, buf, sizeof(buf)) != 0) {
         x = 0.0f;
 
     } else {
-        x = oip_strtof(buf);
+        x = fabsf(oip_strtof(buf));
     }
 
     *v = n->neg ? -x : x;
@@ -462,18 +633,31 @@ oip_bf16_to_double(uint16_t h)
 u_char *
 oip_print_u64(u_char *p, uint64_t v)
 {
+    int      n;
     u_char   tmp[20], *t;
 
     t = tmp + sizeof(tmp);
 
-    do {
-        *--t = (u_char) ('0' + v % 10);
-        v /= 10;
-    } while (v);
+    while (v >= 100) {
+        n = (int) (v % 100) * 2;
+        v /= 100;
+        *--t = (u_char) oip_digits2[n + 1];
+        *--t = (u_char) oip_digits2[n];
+    }
 
-    memcpy(p, t, tmp + sizeof(tmp) - t);
+    if (v >= 10) {
+        n = (int) v * 2;
+        *--t = (u_char) oip_digits2[n + 1];
+        *--t = (u_char) oip_digits2[n];
 
-    return p + (tmp + sizeof(tmp) - t);
+    } else {
+        *--t = (u_char) ('0' + v);
+    }
+
+    n = (int) (tmp + sizeof(tmp) - t);
+    memcpy(p, t, n);
+
+    return p + n;
 }
 
 
@@ -489,19 +673,50 @@ oip_print_i64(u_char *p, int64_t v)
 }
 
 
+static u_char *
+oip_print_special(u_char *p, int neg, int inf)
+{
+    if (!inf) {
+        memcpy(p, "NaN", 3);
+        return p + 3;
+    }
+
+    if (neg) {
+        *p++ = '-';
+    }
+
+    memcpy(p, "Infinity", 8);
+
+    return p + 8;
+}
+
+
 /*
- * Shortest digits (nd of them, the value being 0.DIGITS * 10^n) in the
- * form JSON readers and people expect: fixed notation from 1e-6 up to
- * 1e21 with ".0" on integral values, exponential notation outside it.
+ * f * 10^e, f > 0, in the form JSON readers and people expect: fixed
+ * notation from 1e-6 up to 1e21 with ".0" on integral values, exponent
+ * notation outside it.
  */
 
 static u_char *
-oip_print_digits(u_char *p, const char *digits, int nd, int n)
+oip_print_decimal(u_char *p, uint64_t f, int e)
 {
-    int  i;
+    int      nd, n, i;
+    u_char   digits[24], *d;
+
+    while (f % 10 == 0) {
+        f /= 10;
+        e++;
+    }
+
+    d = oip_print_u64(digits, f);
+    nd = (int) (d - digits);
+
+    /* the value is 0.DIGITS * 10^n */
+
+    n = e + nd;
 
     if (n > 21 || n <= -6) {
-        *p++ = (u_char) digits[0];
+        *p++ = digits[0];
 
         if (nd > 1) {
             *p++ = '.';
@@ -548,132 +763,296 @@ oip_print_digits(u_char *p, const char *digits, int nd, int n)
 }
 
 
-#define OIP_KIND_DOUBLE      0
-#define OIP_KIND_FLOAT       1
-#define OIP_KIND_FP16        2
-#define OIP_KIND_BF16        3
+/* Schubfach's floor(log10(2^e)), floor(log10(3/4 2^e)), floor(log2(10^e)) */
+
+#define oip_flog10pow2(e)                                                     \
+    ((int) (((int64_t) (e) * 661971961083LL) >> 41))
+#define oip_flog10threequarters(e)                                            \
+    ((int) (((int64_t) (e) * 661971961083LL - 274743187321LL) >> 41))
+#define oip_flog2pow10(e)                                                     \
+    ((int) (((int64_t) (e) * 913124641741LL) >> 38))
+
+
+/* round to odd of g * cp / 2^127, g = g1 2^63 + g0 */
+
+static inline uint64_t
+oip_rop64(uint64_t g1, uint64_t g0, uint64_t cp)
+{
+    uint64_t  x0, x1, y0, y1, z, vbp;
+
+    x1 = oip_mul128(g0, cp, &x0);
+    y1 = oip_mul128(g1, cp, &y0);
+    z = (y0 >> 1) + x1;
+    vbp = y1 + (z >> 63);
+
+    return vbp | (((z & 0x7fffffffffffffffULL) + 0x7fffffffffffffffULL)
+                  >> 63);
+}
+
+
+static inline uint32_t
+oip_rop32(uint64_t g, uint64_t cp)
+{
+    uint64_t  x0, x1;
+
+    x1 = oip_mul128(g, cp, &x0);
+
+    return (uint32_t) ((x1 >> 31) | (((x1 & 0xffffffff) + 0xffffffff)
+                                     >> 32));
+}
+
+
+/* the shortest decimal that reads back to the double's bits */
+
+static u_char *
+oip_schubfach64(u_char *p, uint64_t bits)
+{
+    int       q, bq, k, h, out, mq;
+    uint64_t  t, c, cb, cbl, cbr, vb, vbl, vbr, s, sp10, tp10;
+    int64_t   cmp;
+    int       upin, wpin, uin, win;
+
+    t = bits & ((1ULL << 52) - 1);
+    bq = (int) (bits >> 52) & 0x7ff;
+
+
+    if (bq != 0) {
+        mq = 1075 - bq;
+        c = (1ULL << 52) | t;
+
+        /* an integer below 2^53: its digits are the answer */
+
+        if (mq > 0 && mq < 53 && ((c >> mq) << mq) == c) {
+            return oip_print_decimal(p, c >> mq, 0);
+        }
+
+        q = -mq;
+
+    } else {
+        /*
+         * subnormal; Schubfach scales the tiniest by 10 here, for Java's
+         * "at least two digits" (4.9E-324): a narrower interval than the
+         * value's, and a longer answer than the shortest (5e-324)
+         */
+
+        q = -1074;
+        c = t;
+    }
+
+    out = (int) (c & 1);
+    cb = c << 2;
+    cbr = cb + 2;
+
+    if (c != (1ULL << 52) || q == -1074) {
+        cbl = cb - 2;
+        k = oip_flog10pow2(q);
+
+    } else {
+        /* irregular spacing below a power of two */
+        cbl = cb - 1;
+        k = oip_flog10threequarters(q);
+    }
+
+    h = q + oip_flog2pow10(-k) + 2;
+
+    vb = oip_rop64(oip_g[k - OIP_G_MIN][0], oip_g[k - OIP_G_MIN][1],
+                   cb << h);
+    vbl = oip_rop64(oip_g[k - OIP_G_MIN][0], oip_g[k - OIP_G_MIN][1],
+                    cbl << h);
+    vbr = oip_rop64(oip_g[k - OIP_G_MIN][0], oip_g[k - OIP_G_MIN][1],
+                    cbr << h);
+
+    s = vb >> 2;
+
+    /*
+     * One digit fewer: Schubfach tries it from s >= 100, which holds for
+     * all but subnormals; from s >= 10 they get their shortest too.  The
+     * interval is narrower than 10^(k+1): one such candidate at most.
+     */
+
+    if (s >= 10) {
+        sp10 = 10 * (s / 10);
+        tp10 = sp10 + 10;
+        upin = vbl + out <= sp10 << 2;
+        wpin = (tp10 << 2) + out <= vbr;
+
+        if (upin != wpin) {
+            return oip_print_decimal(p, upin ? sp10 : tp10, k);
+        }
+    }
+
+    t = s + 1;
+    uin = vbl + out <= s << 2;
+    win = (t << 2) + out <= vbr;
+
+    if (uin != win) {
+        return oip_print_decimal(p, uin ? s : t, k);
+    }
+
+    cmp = (int64_t) (vb - ((s + t) << 1));
+
+    return oip_print_decimal(p, (cmp < 0 || (cmp == 0 && (s & 1) == 0))
+                                ? s : t, k);
+}
 
 
 /*
- * Tries 1, 2, ... significant digits until the text reads back to the
- * same bits, as this codec reads numbers.
+ * The same for a value c 2^q of a format with p_bits of precision and a
+ * smallest exponent q_min: FP32 (24, -149), FP16 (11, -24), BF16 (8,
+ * -133).  FP32's 64-bit arithmetic suffices for all three; the unit
+ * tests check every FP16 and BF16 value.
  */
 
 static u_char *
-oip_print_shortest(u_char *p, double v, int maxp, int kind, uint16_t bits)
+oip_schubfach32(u_char *p, uint32_t c, int q, int p_bits, int q_min)
 {
-    int     prec, nd, e;
-    char    buf[40], digits[24], *s;
-    float   f;
+    int       k, h, out, mq;
+    uint32_t  c_min, vb, vbl, vbr, s, t, sp10, tp10;
+    uint64_t  cb, cbl, cbr, g;
+    int32_t   cmp;
+    int       upin, wpin, uin, win;
 
-    if (isnan(v)) {
-        memcpy(p, "NaN", 3);
-        return p + 3;
-    }
+    c_min = 1u << (p_bits - 1);
 
-    if (isinf(v)) {
-        if (v < 0) {
-            memcpy(p, "-Infinity", 9);
-            return p + 9;
-        }
+    /* no scaling of the tiniest subnormals: see oip_schubfach64() */
 
-        memcpy(p, "Infinity", 8);
-        return p + 8;
-    }
+    if (c >= c_min) {
+        mq = -q;
 
-    if (signbit(v)) {
-        *p++ = '-';
-        v = -v;
-    }
-
-    if (v == 0.0) {
-        memcpy(p, "0.0", 3);
-        return p + 3;
-    }
-
-    for (prec = 1; prec <= maxp; prec++) {
-        snprintf(buf, sizeof(buf), "%.*e", prec - 1, v);
-
-        if (prec == maxp) {
-            break;
-        }
-
-        switch (kind) {
-
-        case OIP_KIND_FLOAT:
-            f = oip_strtof(buf);
-            if ((double) f == v) {
-                goto found;
-            }
-            break;
-
-        case OIP_KIND_FP16:
-            if ((oip_double_to_fp16(oip_strtod(buf)) & 0x7fff) == bits) {
-                goto found;
-            }
-            break;
-
-        case OIP_KIND_BF16:
-            if ((oip_double_to_bf16(oip_strtod(buf)) & 0x7fff) == bits) {
-                goto found;
-            }
-            break;
-
-        default:
-            if (oip_strtod(buf) == v) {
-                goto found;
-            }
+        if (mq > 0 && mq < p_bits && ((c >> mq) << mq) == c) {
+            return oip_print_decimal(p, c >> mq, 0);
         }
     }
 
-found:
+    out = (int) (c & 1);
+    cb = (uint64_t) c << 2;
+    cbr = cb + 2;
 
-    /* buf is "D.DDDDe±X" */
+    if (c != c_min || q == q_min) {
+        cbl = cb - 2;
+        k = oip_flog10pow2(q);
 
-    nd = 0;
-    s = buf;
+    } else {
+        cbl = cb - 1;
+        k = oip_flog10threequarters(q);
+    }
 
-    for ( /* void */ ; *s != 'e'; s++) {
-        if (*s != '.') {
-            digits[nd++] = *s;
+    h = q + oip_flog2pow10(-k) + 33;
+    g = oip_g[k - OIP_G_MIN][0] + 1;
+
+    vb = oip_rop32(g, cb << h);
+    vbl = oip_rop32(g, cbl << h);
+    vbr = oip_rop32(g, cbr << h);
+
+    s = vb >> 2;
+
+    /* one digit fewer, from two digits: see oip_schubfach64() */
+
+    if (s >= 10) {
+        sp10 = 10 * (s / 10);
+        tp10 = sp10 + 10;
+        upin = vbl + out <= sp10 << 2;
+        wpin = (tp10 << 2) + out <= vbr;
+
+        if (upin != wpin) {
+            return oip_print_decimal(p, upin ? sp10 : tp10, k);
         }
     }
 
-    e = atoi(s + 1);
+    t = s + 1;
+    uin = vbl + out <= s << 2;
+    win = (t << 2) + out <= vbr;
 
-    while (nd > 1 && digits[nd - 1] == '0') {
-        nd--;
+    if (uin != win) {
+        return oip_print_decimal(p, uin ? s : t, k);
     }
 
-    return oip_print_digits(p, digits, nd, e + 1);
+    cmp = (int32_t) (vb - ((s + t) << 1));
+
+    return oip_print_decimal(p, (cmp < 0 || (cmp == 0 && (s & 1) == 0))
+                                ? s : t, k);
 }
 
 
 u_char *
 oip_print_double(u_char *p, double v)
 {
-    return oip_print_shortest(p, v, 17, OIP_KIND_DOUBLE, 0);
+    uint64_t  bits;
+
+    memcpy(&bits, &v, sizeof(double));
+
+    if (((bits >> 52) & 0x7ff) == 0x7ff) {
+        return oip_print_special(p, (int) (bits >> 63),
+                                 (bits & ((1ULL << 52) - 1)) == 0);
+    }
+
+    if (bits >> 63) {
+        *p++ = '-';
+    }
+
+    if ((bits & 0x7fffffffffffffffULL) == 0) {
+        memcpy(p, "0.0", 3);
+        return p + 3;
+    }
+
+    return oip_schubfach64(p, bits & 0x7fffffffffffffffULL);
+}
+
+
+/* bits of a binary format with ebits of exponent and mbits of mantissa */
+
+static u_char *
+oip_print_small(u_char *p, uint32_t bits, int mbits, int ebits, int q_min)
+{
+    int       be;
+    uint32_t  t, emask;
+
+    emask = (1u << ebits) - 1;
+    be = (int) (bits >> mbits) & emask;
+    t = bits & ((1u << mbits) - 1);
+
+    if (be == (int) emask) {
+        return oip_print_special(p, (int) (bits >> (mbits + ebits)), t == 0);
+    }
+
+    if (bits >> (mbits + ebits)) {
+        *p++ = '-';
+    }
+
+    if (be == 0 && t == 0) {
+        memcpy(p, "0.0", 3);
+        return p + 3;
+    }
+
+    if (be == 0) {
+        return oip_schubfach32(p, t, q_min, mbits + 1, q_min);
+    }
+
+    return oip_schubfach32(p, t | (1u << mbits), be - 1 + q_min, mbits + 1,
+                           q_min);
 }
 
 
 u_char *
 oip_print_float(u_char *p, float v)
 {
-    return oip_print_shortest(p, v, 9, OIP_KIND_FLOAT, 0);
+    uint32_t  bits;
+
+    memcpy(&bits, &v, sizeof(float));
+
+    return oip_print_small(p, bits, 23, 8, -149);
 }
 
 
 u_char *
 oip_print_fp16(u_char *p, uint16_t h)
 {
-    return oip_print_shortest(p, oip_fp16_to_double(h), 5, OIP_KIND_FP16,
-                              h & 0x7fff);
+    return oip_print_small(p, h, 10, 5, -24);
 }
 
 
 u_char *
 oip_print_bf16(u_char *p, uint16_t h)
 {
-    return oip_print_shortest(p, oip_bf16_to_double(h), 9, OIP_KIND_BF16,
-                              h & 0x7fff);
+    return oip_print_small(p, h, 7, 8, -133);
 }

@@ -103,6 +103,161 @@ random_number(char *buf, int maxdigits, int erange)
 }
 
 
+
+/*
+ * The reference printer: for 1, 2, ... significant digits, the nearest
+ * decimal of that length and its two neighbours (at a power of two the
+ * interval is lopsided, and the nearest may fall out where a neighbour
+ * does not), through printf and strtod; the first length where one
+ * reads back to the same bits, and the nearest of those that do.
+ * Slow, and plainly right.
+ */
+
+#define REF_DOUBLE  0
+#define REF_FLOAT   1
+#define REF_FP16    2
+#define REF_BF16    3
+
+static int
+ref_back(const char *text, double v, int kind, uint16_t bits)
+{
+    switch (kind) {
+    case REF_FLOAT:
+        return (double) strtof(text, NULL) == v;
+    case REF_FP16:
+        return (oip_double_to_fp16(strtod(text, NULL)) & 0x7fff) == bits;
+    case REF_BF16:
+        return (oip_double_to_bf16(strtod(text, NULL)) & 0x7fff) == bits;
+    default:
+        return strtod(text, NULL) == v;
+    }
+}
+
+
+static void
+ref_shortest(char *out, double v, int kind, uint16_t bits)
+{
+    int                  prec, maxp, nd, e, n, i, c, best;
+    char                 buf[64], cand[3][64], digits[32], *s, *o;
+    long long            m;
+    unsigned long long   um[3];
+
+    o = out;
+
+    if (isnan(v)) {
+        strcpy(out, "NaN");
+        return;
+    }
+
+    if (isinf(v)) {
+        strcpy(out, v < 0 ? "-Infinity" : "Infinity");
+        return;
+    }
+
+    if (signbit(v)) {
+        *o++ = '-';
+        v = -v;
+    }
+
+    if (v == 0.0) {
+        strcpy(o, "0.0");
+        return;
+    }
+
+    maxp = (kind == REF_DOUBLE) ? 17 : 9;
+    best = -1;
+    e = 0;
+
+    for (prec = 1; prec <= maxp && best < 0; prec++) {
+        snprintf(buf, sizeof(buf), "%.*e", prec - 1, v);
+
+        /* the digits as an integer m, the value m 10^e */
+
+        m = 0;
+
+        for (s = buf; *s != 'e'; s++) {
+            if (*s != '.') {
+                m = m * 10 + (*s - '0');
+            }
+        }
+
+        e = atoi(s + 1) - (prec - 1);
+
+        /* printf rounds exactly, ties to even: the nearest comes first;
+         * the neighbours lie on either side, one at most can be in */
+
+        um[0] = m;
+        um[1] = m + 1;
+        um[2] = m - 1;
+
+        for (c = 0; c < 3 && best < 0; c++) {
+            if (um[c] == 0) {
+                continue;
+            }
+
+            snprintf(cand[c], sizeof(cand[c]), "%llue%d", um[c], e);
+
+            if (ref_back(cand[c], v, kind, bits)) {
+                best = c;
+            }
+        }
+    }
+
+    /* the chosen digits, then the same layout as the module's */
+
+    nd = snprintf(digits, sizeof(digits), "%llu", um[best]);
+
+    while (nd > 1 && digits[nd - 1] == '0') {
+        nd--;
+        e++;
+    }
+
+    n = e + nd;
+
+    if (n > 21 || n <= -6) {
+        o += sprintf(o, "%c", digits[0]);
+        if (nd > 1) {
+            o += sprintf(o, ".%.*s", nd - 1, digits + 1);
+        }
+        sprintf(o, "e%d", n - 1);
+
+    } else if (n <= 0) {
+        o += sprintf(o, "0.");
+        for (i = 0; i < -n; i++) {
+            *o++ = '0';
+        }
+        sprintf(o, "%.*s", nd, digits);
+
+    } else if (nd <= n) {
+        o += sprintf(o, "%.*s", nd, digits);
+        for (i = nd; i < n; i++) {
+            *o++ = '0';
+        }
+        strcpy(o, ".0");
+
+    } else {
+        sprintf(o, "%.*s.%.*s", n, digits, nd - n, digits + n);
+    }
+}
+
+
+static int
+same_text(const char *what, const u_char *buf, const u_char *end,
+    const char *ref)
+{
+    if ((size_t) (end - buf) == strlen(ref)
+        && memcmp(buf, ref, end - buf) == 0)
+    {
+        return 1;
+    }
+
+    diag("%s: printed %.*s, the reference says %s", what, (int) (end - buf),
+         buf, ref);
+
+    return 0;
+}
+
+
 static void
 test_parse_random(long scale)
 {
@@ -258,6 +413,7 @@ static void
 test_print_roundtrip(long scale)
 {
     long      i, bad;
+    char      ref[64];
     u_char    buf[64], *e;
     float     f, g;
     double    d, h;
@@ -280,6 +436,11 @@ test_print_roundtrip(long scale)
         if ((parse_f((char *) buf, &g) != 0 || !same_f(f, g)) && bad++ < 5) {
             diag("float %a printed as %s", f, buf);
         }
+
+        ref_shortest(ref, f, REF_FLOAT, 0);
+        if (!same_text("float", buf, e, ref)) {
+            bad++;
+        }
     }
 
     ok(bad == 0, "random FP32 print and read back to the same bits");
@@ -300,9 +461,67 @@ test_print_roundtrip(long scale)
         if ((parse_d((char *) buf, &h) != 0 || !same_d(d, h)) && bad++ < 5) {
             diag("double %a printed as %s", d, buf);
         }
+
+        ref_shortest(ref, d, REF_DOUBLE, 0);
+        if (!same_text("double", buf, e, ref)) {
+            bad++;
+        }
     }
 
     ok(bad == 0, "random FP64 print and read back to the same bits");
+}
+
+
+/* the edges a random sample never reaches: subnormals, powers of two */
+
+static void
+test_print_edges(void)
+{
+    int       bad, e;
+    char      ref[64];
+    float     f;
+    double    d;
+    u_char    buf[64], *end;
+    uint32_t  u;
+    uint64_t  b;
+
+    bad = 0;
+
+    for (u = 1; u < 4096; u++) {
+        memcpy(&f, &u, 4);
+        end = oip_print_float(buf, f);
+        ref_shortest(ref, f, REF_FLOAT, 0);
+        bad += !same_text("FP32 subnormal", buf, end, ref);
+    }
+
+    for (b = 1; b < 4096; b++) {
+        memcpy(&d, &b, 8);
+        end = oip_print_double(buf, d);
+        ref_shortest(ref, d, REF_DOUBLE, 0);
+        bad += !same_text("FP64 subnormal", buf, end, ref);
+    }
+
+    for (e = -149; e < 128; e++) {
+        f = ldexpf(1.0f, e);
+        end = oip_print_float(buf, f);
+        ref_shortest(ref, f, REF_FLOAT, 0);
+        bad += !same_text("FP32 2^e", buf, end, ref);
+
+        f = nextafterf(f, 0.0f);
+        end = oip_print_float(buf, f);
+        ref_shortest(ref, f, REF_FLOAT, 0);
+        bad += !same_text("FP32 below 2^e", buf, end, ref);
+    }
+
+    for (e = -1074; e < 1024; e++) {
+        d = ldexp(1.0, e);
+        end = oip_print_double(buf, d);
+        ref_shortest(ref, d, REF_DOUBLE, 0);
+        bad += !same_text("FP64 2^e", buf, end, ref);
+    }
+
+    ok(bad == 0, "the lowest 4095 subnormals and every power of two of "
+       "FP32 and FP64 print as the reference does");
 }
 
 
@@ -310,6 +529,7 @@ static void
 test_half_exhaustive(void)
 {
     int       bad16, badbf, nan16, nanbf;
+    char      ref[64];
     u_char    buf[64], *e;
     double    d;
     uint32_t  h;
@@ -327,6 +547,12 @@ test_half_exhaustive(void)
         parse_d((char *) buf, &d);
         back = oip_double_to_fp16(d);
 
+        ref_shortest(ref, oip_fp16_to_double((uint16_t) h), REF_FP16,
+                     h & 0x7fff);
+        if (!same_text("FP16", buf, e, ref) && bad16++ < 5) {
+            diag("FP16 %04x", h);
+        }
+
         if ((h & 0x7c00) == 0x7c00 && (h & 0x3ff)) {
             nan16 += !(isnan(d) && strcmp((char *) buf, "NaN") == 0);
 
@@ -338,6 +564,12 @@ test_half_exhaustive(void)
         *e = '\0';
         parse_d((char *) buf, &d);
         back = oip_double_to_bf16(d);
+
+        ref_shortest(ref, oip_bf16_to_double((uint16_t) h), REF_BF16,
+                     h & 0x7fff);
+        if (!same_text("BF16", buf, e, ref) && badbf++ < 5) {
+            diag("BF16 %04x", h);
+        }
 
         if ((h & 0x7f80) == 0x7f80 && (h & 0x7f)) {
             nanbf += !(isnan(d) && strcmp((char *) buf, "NaN") == 0);
@@ -498,7 +730,7 @@ test_integers(long scale)
 
 
 int
-main(int argc, char **argv)
+main(void)
 {
     long         scale;
     const char  *s;
@@ -510,6 +742,7 @@ main(int argc, char **argv)
     test_parse_random(scale);
     test_parse_halfway(scale);
     test_print_roundtrip(scale);
+    test_print_edges();
     test_half_exhaustive();
     test_half_rounding();
     test_print_format();
