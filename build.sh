@@ -7,6 +7,8 @@
 #   ./build.sh run        the gateway with the example runtime on
 #                         127.0.0.1:8000 (Ctrl-C stops both)
 #   ./build.sh test       the whole test suite; non-zero on any failure
+#   ./build.sh unit       only the codec's unit tests (quick)
+#   ./build.sh integration  only the integration tests, plain build
 #   ./build.sh soak       the load test for OIP_SOAK_SECONDS (600)
 #   ./build.sh fuzz       each fuzz target for FUZZ_RUNS (10 million)
 #
@@ -306,7 +308,7 @@ do_soak() {
 }
 
 usage() {
-    sed -n '3,13p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -316,6 +318,9 @@ cmd=${1:-}
 case "$cmd" in
     build) do_build ;;
     test) do_test ;;
+    unit) install_pkgs "${PKGS_BUILD[@]}" "${PKGS_TEST[@]}"; do_unit ;;
+    integration) do_build; install_pkgs "${PKGS_TEST[@]}"
+                 do_integration "real nginx, example runtime" "$@" ;;
     run) do_run ;;
     soak) do_soak ;;
     fuzz) do_fuzz ;;

@@ -157,6 +157,16 @@ int oip_utf8_valid(const u_char *p, size_t len);
 
 /* numbers */
 
+typedef struct {
+    uint64_t               w;          /* up to 19 significant digits */
+    int64_t                e10;        /* the value is w * 10^e10 */
+    int                    neg;
+    int                    inexact;    /* nonzero digits were cut */
+} oip_fast_t;
+
+int oip_fast_decide(uint64_t w, int64_t e10, int inexact, int bits64,
+    uint64_t *bits);
+
 #define OIP_NUM_OK           0
 #define OIP_NUM_NOT_INT      1
 #define OIP_NUM_RANGE        2
@@ -169,8 +179,11 @@ uint16_t oip_double_to_bf16(double d);
 double oip_fp16_to_double(uint16_t h);
 double oip_bf16_to_double(uint16_t h);
 
-/* printers write at most OIP_NUM_MAX bytes and return the new end */
-#define OIP_NUM_MAX          32
+/*
+ * Printers need OIP_NUM_MAX bytes of room: they write past the number
+ * (the longest is 24 bytes) to place digits with fixed-size copies.
+ */
+#define OIP_NUM_MAX          64
 
 u_char *oip_print_u64(u_char *p, uint64_t v);
 u_char *oip_print_i64(u_char *p, int64_t v);

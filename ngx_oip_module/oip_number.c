@@ -420,6 +420,22 @@ oip_decide(const oip_fmt_t *f, const oip_dec_t *d, uint64_t *bits)
 }
 
 
+/* the fast path's slow cases: Eisel-Lemire on w * 10^e10 */
+
+int
+oip_fast_decide(uint64_t w, int64_t e10, int inexact, int bits64,
+    uint64_t *bits)
+{
+    oip_dec_t  dec;
+
+    dec.w = w;
+    dec.e10 = e10;
+    dec.inexact = inexact;
+
+    return oip_decide(bits64 ? &oip_fmt64 : &oip_fmt32, &dec, bits);
+}
+
+
 int
 oip_num_double(const oip_num_t *n, double *v)
 {
@@ -694,72 +710,84 @@ oip_print_special(u_char *p, int neg, int inf)
 /*
  * f * 10^e, f > 0, in the form JSON readers and people expect: fixed
  * notation from 1e-6 up to 1e21 with ".0" on integral values, exponent
- * notation outside it.
+ * notation outside it.  The digits are written once, then placed with
+ * copies of a fixed size: the caller reserved OIP_NUM_MAX bytes, and
+ * what lands past the number is overwritten by what follows it.
  */
 
 static u_char *
 oip_print_decimal(u_char *p, uint64_t f, int e)
 {
-    int      nd, n, i;
-    u_char   digits[24], *d;
+    int       nd, n, r;
+    u_char    tmp[64], *d, *t;
 
     while (f % 10 == 0) {
         f /= 10;
         e++;
     }
 
-    d = oip_print_u64(digits, f);
-    nd = (int) (d - digits);
+    memset(tmp + 32, '0', 32);
+
+    t = tmp + 32;
+    d = t;
+
+    while (f >= 100) {
+        r = (int) (f % 100);
+        f /= 100;
+        d -= 2;
+        memcpy(d, oip_digits2 + 2 * r, 2);
+    }
+
+    if (f >= 10) {
+        d -= 2;
+        memcpy(d, oip_digits2 + 2 * f, 2);
+
+    } else {
+        *--d = (u_char) ('0' + f);
+    }
+
+    nd = (int) (t - d);
 
     /* the value is 0.DIGITS * 10^n */
 
     n = e + nd;
 
     if (n > 21 || n <= -6) {
-        *p++ = digits[0];
+        p[0] = d[0];
+        p[1] = '.';
+        memcpy(p + 2, d + 1, 24);
 
-        if (nd > 1) {
-            *p++ = '.';
-            memcpy(p, digits + 1, nd - 1);
-            p += nd - 1;
-        }
-
+        p += (nd > 1) ? nd + 1 : 1;
         *p++ = 'e';
+
         return oip_print_i64(p, n - 1);
     }
 
     if (n <= 0) {
-        *p++ = '0';
-        *p++ = '.';
+        /* 0.000DIGITS: the zeros from tmp, then the digits */
+        memcpy(p, "0.00000", 8);
+        memcpy(p + 2 - n, d, 24);
 
-        for (i = 0; i < -n; i++) {
-            *p++ = '0';
-        }
-
-        memcpy(p, digits, nd);
-        return p + nd;
+        return p + 2 - n + nd;
     }
 
-    if (nd <= n) {
-        memcpy(p, digits, nd);
-        p += nd;
+    if (n < nd) {
+        memcpy(p, d, 24);
+        memcpy(p + n + 1, d + n, 24);
+        p[n] = '.';
 
-        for (i = nd; i < n; i++) {
-            *p++ = '0';
-        }
-
-        *p++ = '.';
-        *p++ = '0';
-
-        return p;
+        return p + nd + 1;
     }
 
-    memcpy(p, digits, n);
+    /* integral: the digits, zeros up to the point, ".0" */
+
+    memcpy(p, d, 24);
+    memcpy(p + nd, tmp + 32, 24);
     p += n;
     *p++ = '.';
-    memcpy(p, digits + n, nd - n);
+    *p++ = '0';
 
-    return p + nd - n;
+    return p;
 }
 
 

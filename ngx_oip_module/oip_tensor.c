@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "oip_internal.h"
+#include "oip_fast.h"
 
 
 const oip_dtype_t  oip_dtypes[] = {
@@ -58,6 +59,8 @@ static const char *oip_shape_str(const oip_tensor_t *t, char *buf,
     size_t size);
 static int oip_leaf(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
     uint64_t i, oip_out_t *bytes);
+static uint64_t oip_fast_run(oip_json_t *j, const oip_tensor_t *t,
+    u_char *dst, uint64_t i, uint64_t max);
 static int oip_data_flat(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
     oip_out_t *bytes);
 static int oip_data_nested(oip_json_t *j, const oip_tensor_t *t,
@@ -366,13 +369,185 @@ range:
 }
 
 
+/*
+ * The common case, fast: plain numbers separated by a bare ',', for the
+ * numeric types.  Converts from j->p while it can, at most max elements,
+ * and returns how many.  It stops before anything else (white space, a
+ * token, a bad or out-of-range number): the general path takes that one,
+ * and converts it or says what is wrong with it.
+ */
+
+static uint64_t
+oip_fast_run(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
+    uint64_t max)
+{
+    int            neg;
+    double         x;
+    uint16_t       h;
+    uint32_t       b32;
+    uint64_t       k, mag, b64, lim, nlim;
+    oip_fast_t     d;
+    const u_char  *p, *q, *start, *end;
+
+    end = j->end;
+    p = j->p;
+    start = p;
+    k = 0;
+
+    switch (t->dt) {
+
+    case OIP_FP32:
+        for ( ;; ) {
+            q = oip_fast_decimal(start, end, &d);
+
+            if (q == NULL || oip_fast_float(&d, &b32) != 0
+                || (b32 & 0x7fffffff) == 0x7f800000)
+            {
+                break;
+            }
+
+            if (dst) {
+                oip_put32(dst + (i + k) * 4, b32);
+            }
+
+            p = q;
+
+            if (++k == max || end - p < 2 || *p != ',') {
+                break;
+            }
+
+            start = p + 1;
+        }
+
+        break;
+
+    case OIP_FP64:
+        for ( ;; ) {
+            q = oip_fast_decimal(start, end, &d);
+
+            if (q == NULL || oip_fast_double(&d, &b64) != 0
+                || (b64 & 0x7fffffffffffffffULL) == 0x7ff0000000000000ULL)
+            {
+                break;
+            }
+
+            if (dst) {
+                oip_put64(dst + (i + k) * 8, b64);
+            }
+
+            p = q;
+
+            if (++k == max || end - p < 2 || *p != ',') {
+                break;
+            }
+
+            start = p + 1;
+        }
+
+        break;
+
+    case OIP_FP16:
+    case OIP_BF16:
+        for ( ;; ) {
+            q = oip_fast_decimal(start, end, &d);
+
+            if (q == NULL || oip_fast_double(&d, &b64) != 0) {
+                break;
+            }
+
+            memcpy(&x, &b64, 8);
+
+            if (t->dt == OIP_FP16) {
+                h = oip_double_to_fp16(x);
+
+                if ((h & 0x7fff) == 0x7c00) {
+                    break;
+                }
+
+            } else {
+                h = oip_double_to_bf16(x);
+
+                if ((h & 0x7fff) == 0x7f80) {
+                    break;
+                }
+            }
+
+            if (dst) {
+                oip_put16(dst + (i + k) * 2, h);
+            }
+
+            p = q;
+
+            if (++k == max || end - p < 2 || *p != ',') {
+                break;
+            }
+
+            start = p + 1;
+        }
+
+        break;
+
+    case OIP_BOOL:
+    case OIP_BYTES:
+    case OIP_DT_NONE:
+        break;
+
+    default:
+        /* the integers: exactly, within the type's range */
+
+        lim = oip_int_max[t->dt];
+        nlim = (t->dt >= OIP_INT8) ? oip_int_negmax[t->dt] : 0;
+
+        for ( ;; ) {
+            q = oip_fast_integer(start, end, &mag, &neg);
+
+            if (q == NULL || mag > (neg ? nlim : lim) || (neg && nlim == 0)) {
+                break;
+            }
+
+            if (neg) {
+                mag = (uint64_t) 0 - mag;
+            }
+
+            if (dst) {
+                switch (oip_dtypes[t->dt].size) {
+                case 1:
+                    dst[i + k] = (u_char) mag;
+                    break;
+                case 2:
+                    oip_put16(dst + (i + k) * 2, (uint16_t) mag);
+                    break;
+                case 4:
+                    oip_put32(dst + (i + k) * 4, (uint32_t) mag);
+                    break;
+                default:
+                    oip_put64(dst + (i + k) * 8, mag);
+                }
+            }
+
+            p = q;
+
+            if (++k == max || end - p < 2 || *p != ',') {
+                break;
+            }
+
+            start = p + 1;
+        }
+    }
+
+    j->p = p;
+
+    return k;
+}
+
+
 static int
 oip_data_flat(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
     oip_out_t *bytes)
 {
     int        rc;
     char       buf[96];
-    uint64_t   i;
+    uint64_t   i, n;
     oip_arr_t  a;
 
     if (oip_json_array(j, &a) != 0) {
@@ -388,6 +563,15 @@ oip_data_flat(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
         }
 
         if (i < t->count) {
+            n = oip_fast_run(j, t, dst, i, t->count - i);
+
+            if (n) {
+                /* element() counted the first of them */
+                i += n - 1;
+                a.n += n - 1;
+                continue;
+            }
+
             rc = oip_leaf(j, t, dst, i, bytes);
 
         } else {
@@ -423,7 +607,7 @@ oip_data_nested(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
     int         rc;
     char        buf[96];
     size_t      level;
-    uint64_t    i;
+    uint64_t    i, n;
     oip_arr_t  *arr;
 
     arr = oip_alloc(j->ctx, t->rank * sizeof(oip_arr_t));
@@ -479,6 +663,14 @@ oip_data_nested(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
 
         if (*j->p == '[') {
             goto mismatch;
+        }
+
+        n = oip_fast_run(j, t, dst, i, t->shape[level] - arr[level].n + 1);
+
+        if (n) {
+            i += n;
+            arr[level].n += n - 1;
+            continue;
         }
 
         /* a failed leaf may leave j->p at the end: not looked at again */
@@ -742,7 +934,8 @@ oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const u_char *src,
     double         d;
     size_t         i, size, n;
     u_char        *p;
-    uint64_t       v;
+    uint32_t       v;
+    uint64_t       v64;
     const u_char  *s;
 
     if (oip_binary_check(c, t, src, len, status) != 0) {
@@ -789,79 +982,71 @@ oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const u_char *src,
         return oip_out_write(o, "]", 1);
     }
 
-    for (i = 0; i < len; i += size) {
+    /* one loop per type: the switch is out of the loop */
 
-        if (oip_out_reserve(o, OIP_NUM_MAX + 1) != 0) {
-            return -1;
-        }
-
-        p = o->pos;
-
-        if (i) {
-            *p++ = ',';
-        }
-
-        s = src + i;
-
-        switch (t->dt) {
-
-        case OIP_BOOL:
-            if (*s) {
-                memcpy(p, "true", 4);
-                p += 4;
-
-            } else {
-                memcpy(p, "false", 5);
-                p += 5;
-            }
-            break;
-
-        case OIP_UINT8:
-            p = oip_print_u64(p, *s);
-            break;
-        case OIP_UINT16:
-            p = oip_print_u64(p, oip_get16(s));
-            break;
-        case OIP_UINT32:
-            p = oip_print_u64(p, oip_get32(s));
-            break;
-        case OIP_UINT64:
-            p = oip_print_u64(p, oip_get64(s));
-            break;
-        case OIP_INT8:
-            p = oip_print_i64(p, (int8_t) *s);
-            break;
-        case OIP_INT16:
-            p = oip_print_i64(p, (int16_t) oip_get16(s));
-            break;
-        case OIP_INT32:
-            p = oip_print_i64(p, (int32_t) oip_get32(s));
-            break;
-        case OIP_INT64:
-            p = oip_print_i64(p, (int64_t) oip_get64(s));
-            break;
-
-        case OIP_FP16:
-            p = oip_print_fp16(p, oip_get16(s));
-            break;
-        case OIP_BF16:
-            p = oip_print_bf16(p, oip_get16(s));
-            break;
-
-        case OIP_FP32:
-            v = oip_get32(s);
-            memcpy(&f, &v, 4);
-            p = oip_print_float(p, f);
-            break;
-
-        default: /* OIP_FP64 */
-            v = oip_get64(s);
-            memcpy(&d, &v, 8);
-            p = oip_print_double(p, d);
-        }
-
-        o->pos = p;
+#define OIP_PRINT_LOOP(stmt)                                                  \
+    for (i = 0; i < len; i += size) {                                         \
+        if (oip_out_reserve(o, OIP_NUM_MAX + 1) != 0) {                       \
+            return -1;                                                        \
+        }                                                                     \
+                                                                              \
+        p = o->pos;                                                           \
+        *p = ',';                                                             \
+        p += (i != 0);                                                        \
+        s = src + i;                                                          \
+        stmt;                                                                 \
+        o->pos = p;                                                           \
     }
+
+    switch (t->dt) {
+
+    case OIP_BOOL:
+        OIP_PRINT_LOOP(p = *s ? (u_char *) memcpy(p, "true", 4) + 4
+                              : (u_char *) memcpy(p, "false", 5) + 5)
+        break;
+
+    case OIP_UINT8:
+        OIP_PRINT_LOOP(p = oip_print_u64(p, *s))
+        break;
+    case OIP_UINT16:
+        OIP_PRINT_LOOP(p = oip_print_u64(p, oip_get16(s)))
+        break;
+    case OIP_UINT32:
+        OIP_PRINT_LOOP(p = oip_print_u64(p, oip_get32(s)))
+        break;
+    case OIP_UINT64:
+        OIP_PRINT_LOOP(p = oip_print_u64(p, oip_get64(s)))
+        break;
+    case OIP_INT8:
+        OIP_PRINT_LOOP(p = oip_print_i64(p, (int8_t) *s))
+        break;
+    case OIP_INT16:
+        OIP_PRINT_LOOP(p = oip_print_i64(p, (int16_t) oip_get16(s)))
+        break;
+    case OIP_INT32:
+        OIP_PRINT_LOOP(p = oip_print_i64(p, (int32_t) oip_get32(s)))
+        break;
+    case OIP_INT64:
+        OIP_PRINT_LOOP(p = oip_print_i64(p, (int64_t) oip_get64(s)))
+        break;
+    case OIP_FP16:
+        OIP_PRINT_LOOP(p = oip_print_fp16(p, oip_get16(s)))
+        break;
+    case OIP_BF16:
+        OIP_PRINT_LOOP(p = oip_print_bf16(p, oip_get16(s)))
+        break;
+
+    case OIP_FP32:
+        OIP_PRINT_LOOP(v = oip_get32(s); memcpy(&f, &v, 4);
+                       p = oip_print_float(p, f))
+        break;
+
+    default: /* OIP_FP64 */
+        OIP_PRINT_LOOP(v64 = oip_get64(s); memcpy(&d, &v64, 8);
+                       p = oip_print_double(p, d))
+    }
+
+#undef OIP_PRINT_LOOP
 
     return oip_out_write(o, "]", 1);
 }

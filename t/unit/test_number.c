@@ -14,6 +14,7 @@
 
 #include "tap.h"
 #include "oip_internal.h"
+#include "oip_fast.h"
 
 
 static uint64_t  rng = 0x9e3779b97f4a7c15ULL;
@@ -57,6 +58,46 @@ parse_f(const char *s, float *v)
     }
 
     return oip_num_float(&n, v);
+}
+
+
+/* the same through the fast path the data walkers use, when it takes it */
+
+static int
+fast_d(const char *s, double *v)
+{
+    uint64_t    b;
+    oip_fast_t  d;
+
+    if (oip_fast_decimal((const u_char *) s, (const u_char *) s + strlen(s),
+                         &d) == NULL
+        || oip_fast_double(&d, &b) != 0)
+    {
+        return -1;
+    }
+
+    memcpy(v, &b, 8);
+
+    return 0;
+}
+
+
+static int
+fast_f(const char *s, float *v)
+{
+    uint32_t    b;
+    oip_fast_t  d;
+
+    if (oip_fast_decimal((const u_char *) s, (const u_char *) s + strlen(s),
+                         &d) == NULL
+        || oip_fast_float(&d, &b) != 0)
+    {
+        return -1;
+    }
+
+    memcpy(v, &b, 4);
+
+    return 0;
 }
 
 
@@ -277,9 +318,22 @@ test_parse_random(long scale)
             diag("double %s: %.17g vs %.17g", buf, d, strtod(buf, NULL));
         }
 
+        if (fast_d(buf, &d) == 0 && !same_d(d, strtod(buf, NULL))
+            && bad_d++ < 5)
+        {
+            diag("fast double %s: %.17g vs %.17g", buf, d,
+                 strtod(buf, NULL));
+        }
+
         parse_f(buf, &f);
         if (!same_f(f, strtof(buf, NULL)) && bad_f++ < 5) {
             diag("float %s: %.9g vs %.9g", buf, f, strtof(buf, NULL));
+        }
+
+        if (fast_f(buf, &f) == 0 && !same_f(f, strtof(buf, NULL))
+            && bad_f++ < 5)
+        {
+            diag("fast float %s: %.9g vs %.9g", buf, f, strtof(buf, NULL));
         }
     }
 
@@ -321,6 +375,22 @@ test_parse_halfway(long scale)
                 diag("float near midpoint %.30e: %a vs %a", d, f,
                      strtof(buf, NULL));
             }
+
+            if (fast_f(buf, &f) == 0 && !same_f(f, strtof(buf, NULL))
+                && bad++ < 5)
+            {
+                diag("fast float near midpoint %.30e: %a", d, f);
+            }
+
+            /* and as the short text a client would send: up to 17 digits */
+
+            snprintf(buf, sizeof(buf), "%.16e", d);
+
+            if (fast_f(buf, &f) == 0 && !same_f(f, strtof(buf, NULL))
+                && bad++ < 5)
+            {
+                diag("fast float %s: %a vs %a", buf, f, strtof(buf, NULL));
+            }
         }
     }
 
@@ -340,9 +410,61 @@ test_parse_halfway(long scale)
             diag("double midpoint %.30Le: %a vs %a", lmid, d,
                  strtod(buf, NULL));
         }
+
+        if (fast_d(buf, &d) == 0 && !same_d(d, strtod(buf, NULL))
+            && bad++ < 5)
+        {
+            diag("fast double midpoint %.30Le: %a", lmid, d);
+        }
     }
 
     ok(bad == 0, "double midpoints round to even");
+}
+
+
+/*
+ * Float midpoints that are short decimals: the fast FP32 path goes
+ * through a double, and must not round twice.  m = (2k+1) 2^e / 2, for
+ * small k, printed exactly (a few dozen digits at most).
+ */
+
+static void
+test_fast_float_midpoints(long scale)
+{
+    int       bad, e;
+    long      i;
+    char      buf[128];
+    float     f;
+    double    m;
+    uint32_t  k;
+
+    bad = 0;
+
+    for (i = 0; i < 20000 * scale; i++) {
+        k = (uint32_t) (rnd() & 0xffffff) | 0x800000;
+        e = (int) (rnd() % 60) - 40;
+        m = ldexp(2.0 * k + 1, e - 1);
+
+        snprintf(buf, sizeof(buf), "%.40g", m);
+
+        if (fast_f(buf, &f) == 0 && !same_f(f, strtof(buf, NULL))
+            && bad++ < 5)
+        {
+            diag("fast float, exact midpoint %s: %a vs %a", buf, f,
+                 strtof(buf, NULL));
+        }
+
+        snprintf(buf, sizeof(buf), "%.17g", m);
+
+        if (fast_f(buf, &f) == 0 && !same_f(f, strtof(buf, NULL))
+            && bad++ < 5)
+        {
+            diag("fast float, near midpoint %s: %a vs %a", buf, f,
+                 strtof(buf, NULL));
+        }
+    }
+
+    ok(bad == 0, "the fast FP32 path rounds float midpoints once");
 }
 
 
@@ -741,6 +863,7 @@ main(void)
     test_parse_edges();
     test_parse_random(scale);
     test_parse_halfway(scale);
+    test_fast_float_midpoints(scale);
     test_print_roundtrip(scale);
     test_print_edges();
     test_half_exhaustive();
