@@ -121,10 +121,10 @@ oip_fast_decimal(const u_char *p, const u_char *end, oip_fast_t *d)
     e = 0;
     inexact = 0;
 
-    if (*p == '-') {
-        neg = 1;
-        p++;
-    }
+    /* no branch on the sign: half the values of a tensor may have one */
+
+    neg = (*p == '-');
+    p += neg;
 
     if (p == end) {
         return NULL;
@@ -267,12 +267,8 @@ oip_fast_integer(const u_char *p, const u_char *end, uint64_t *mag,
     u_char    c;
     int       nd, n;
 
-    *neg = 0;
-
-    if (*p == '-') {
-        *neg = 1;
-        p++;
-    }
+    *neg = (*p == '-');
+    p += *neg;
 
     if (p == end) {
         return NULL;

@@ -532,7 +532,7 @@ oip_double_to_half(double d, unsigned mbits, unsigned ebits)
 {
     int       e, bias;
     uint16_t  sign, inf;
-    uint64_t  b, sig, keep, rem, half;
+    uint64_t  b, sig, keep, half;
     unsigned  shift;
 
     memcpy(&b, &d, sizeof(b));
@@ -571,13 +571,10 @@ oip_double_to_half(double d, unsigned mbits, unsigned ebits)
         }
     }
 
-    keep = sig >> shift;
-    rem = sig & ((1ULL << shift) - 1);
-    half = 1ULL << (shift - 1);
+    /* to nearest, ties to even, with no branch: the rest is random */
 
-    if (rem > half || (rem == half && (keep & 1))) {
-        keep++;
-    }
+    half = 1ULL << (shift - 1);
+    keep = (sig + (half - 1) + ((sig >> shift) & 1)) >> shift;
 
     if (e < 1 - bias) {
         /* a carry into the smallest normal is its right bit pattern */
@@ -680,12 +677,13 @@ oip_print_u64(u_char *p, uint64_t v)
 u_char *
 oip_print_i64(u_char *p, int64_t v)
 {
-    if (v < 0) {
-        *p++ = '-';
-        return oip_print_u64(p, (uint64_t) 0 - (uint64_t) v);
-    }
+    uint64_t  neg;
 
-    return oip_print_u64(p, (uint64_t) v);
+    neg = (uint64_t) v >> 63;
+
+    *p = '-';
+
+    return oip_print_u64(p + neg, ((uint64_t) v ^ (0 - neg)) + neg);
 }
 
 
@@ -707,50 +705,97 @@ oip_print_special(u_char *p, int neg, int inf)
 }
 
 
+static const u_char  oip_zeros[] = "000000000000000000000000";
+
+
+/*
+ * The eight decimal digits of v < 10^8, one a byte, the first in the
+ * lowest byte, with no division: v split in halves of four digits,
+ * those in pairs, the pairs in digits, all lanes at once (quotients by
+ * 100 and 10 as multiplications that are exact in these ranges).
+ */
+
+static inline uint64_t
+oip_8digits(uint32_t v)
+{
+    uint64_t  x, hi, y;
+
+    x = (v / 10000) | ((uint64_t) (v % 10000) << 32);
+    hi = ((x * 10486) >> 20) & 0x0000007f0000007fULL;
+    y = hi | ((x - hi * 100) << 16);
+    hi = ((y * 103) >> 10) & 0x000f000f000f000fULL;
+
+    return hi | ((y - hi * 10) << 8);
+}
+
+
+static inline void
+oip_store_digits(u_char *p, uint64_t w)
+{
+    w += 0x3030303030303030ULL;
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    w = __builtin_bswap64(w);
+#endif
+
+    memcpy(p, &w, 8);
+}
+
+
 /*
  * f * 10^e, f > 0, in the form JSON readers and people expect: fixed
  * notation from 1e-6 up to 1e21 with ".0" on integral values, exponent
- * notation outside it.  The digits are written once, then placed with
- * copies of a fixed size: the caller reserved OIP_NUM_MAX bytes, and
- * what lands past the number is overwritten by what follows it.
+ * notation outside it.  The digits are written once, 24 places wide,
+ * their leading and trailing zeros counted from the words' zero bytes;
+ * then placed with copies of a fixed size: the caller reserved
+ * OIP_NUM_MAX bytes, and what lands past the number is overwritten by
+ * what follows it.
  */
 
 static u_char *
 oip_print_decimal(u_char *p, uint64_t f, int e)
 {
-    int       nd, n, r;
-    u_char    tmp[64], *d, *t;
+    int       nd, n, lz, tz;
+    uint64_t  w0, w1, w2;
+    u_char    buf[64], *d;
 
-    while (f % 10 == 0) {
-        f /= 10;
-        e++;
+    w0 = 0;
+    w1 = 0;
+
+    if (f >= 100000000) {
+        if (f >= 10000000000000000ULL) {
+            w0 = oip_8digits((uint32_t) (f / 10000000000000000ULL));
+            f %= 10000000000000000ULL;
+        }
+
+        w1 = oip_8digits((uint32_t) (f / 100000000));
+        f %= 100000000;
     }
 
-    memset(tmp + 32, '0', 32);
+    w2 = oip_8digits((uint32_t) f);
 
-    t = tmp + 32;
-    d = t;
+    lz = w0 ? __builtin_ctzll(w0) >> 3
+            : w1 ? 8 + (__builtin_ctzll(w1) >> 3)
+                 : 16 + (__builtin_ctzll(w2) >> 3);
 
-    while (f >= 100) {
-        r = (int) (f % 100);
-        f /= 100;
-        d -= 2;
-        memcpy(d, oip_digits2 + 2 * r, 2);
-    }
+    tz = w2 ? __builtin_clzll(w2) >> 3
+            : w1 ? 8 + (__builtin_clzll(w1) >> 3)
+                 : 16 + (__builtin_clzll(w0) >> 3);
 
-    if (f >= 10) {
-        d -= 2;
-        memcpy(d, oip_digits2 + 2 * f, 2);
-
-    } else {
-        *--d = (u_char) ('0' + f);
-    }
-
-    nd = (int) (t - d);
+    nd = 24 - lz - tz;
+    e += tz;
 
     /* the value is 0.DIGITS * 10^n */
 
     n = e + nd;
+
+    memset(buf, '0', 8);
+    oip_store_digits(buf + 8, w0);
+    oip_store_digits(buf + 16, w1);
+    oip_store_digits(buf + 24, w2);
+    memset(buf + 32, '0', 32);
+
+    d = buf + 8 + lz;
 
     if (n > 21 || n <= -6) {
         p[0] = d[0];
@@ -764,7 +809,7 @@ oip_print_decimal(u_char *p, uint64_t f, int e)
     }
 
     if (n <= 0) {
-        /* 0.000DIGITS: the zeros from tmp, then the digits */
+        /* 0.000DIGITS */
         memcpy(p, "0.00000", 8);
         memcpy(p + 2 - n, d, 24);
 
@@ -782,7 +827,7 @@ oip_print_decimal(u_char *p, uint64_t f, int e)
     /* integral: the digits, zeros up to the point, ".0" */
 
     memcpy(p, d, 24);
-    memcpy(p + nd, tmp + 32, 24);
+    memcpy(p + nd, oip_zeros, 24);
     p += n;
     *p++ = '.';
     *p++ = '0';
@@ -1014,9 +1059,10 @@ oip_print_double(u_char *p, double v)
                                  (bits & ((1ULL << 52) - 1)) == 0);
     }
 
-    if (bits >> 63) {
-        *p++ = '-';
-    }
+    /* no branch on the sign: tensors have as many of each */
+
+    *p = '-';
+    p += bits >> 63;
 
     if ((bits & 0x7fffffffffffffffULL) == 0) {
         memcpy(p, "0.0", 3);
@@ -1043,9 +1089,8 @@ oip_print_small(u_char *p, uint32_t bits, int mbits, int ebits, int q_min)
         return oip_print_special(p, (int) (bits >> (mbits + ebits)), t == 0);
     }
 
-    if (bits >> (mbits + ebits)) {
-        *p++ = '-';
-    }
+    *p = '-';
+    p += bits >> (mbits + ebits);
 
     if (be == 0 && t == 0) {
         memcpy(p, "0.0", 3);

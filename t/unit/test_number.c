@@ -464,6 +464,27 @@ test_fast_float_midpoints(long scale)
         }
     }
 
+    /*
+     * Short decimals (at most 16 digits) a few double ulps from a float
+     * midpoint: where a product by an inexact 10^-k could round the
+     * wrong way.
+     */
+
+    for (i = 0; i < 20000 * scale; i++) {
+        k = (uint32_t) (rnd() & 0xffffff) | 0x800000;
+        e = (int) (rnd() % 60) - 40;
+        m = ldexp(2.0 * k + 1, e - 1);
+
+        snprintf(buf, sizeof(buf), "%.*g", 14 + (int) (i % 3), m);
+
+        if (fast_f(buf, &f) == 0 && !same_f(f, strtof(buf, NULL))
+            && bad++ < 5)
+        {
+            diag("fast float, short and near a midpoint %s: %a vs %a",
+                 buf, f, strtof(buf, NULL));
+        }
+    }
+
     ok(bad == 0, "the fast FP32 path rounds float midpoints once");
 }
 
