@@ -388,13 +388,30 @@ ngx_http_oip_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
                                  " plus oip_max_tensor_size");
     }
 
-    cl = r->request_body->bufs;
+    /*
+     * nginx reads a body that fits client_body_buffer_size into one
+     * allocation, but hands it on as one buffer a read: when they follow
+     * each other in memory, the body is already one piece.
+     */
 
-    if (cl->next == NULL && !cl->buf->in_file) {
-        *data = cl->buf->pos;
-        *len = cl->buf->last - cl->buf->pos;
+    cl = r->request_body->bufs;
+    p = cl->buf->pos;
+
+    for ( /* void */ ; cl; cl = cl->next) {
+        if (cl->buf->in_file || cl->buf->pos != p) {
+            break;
+        }
+
+        p = cl->buf->last;
+    }
+
+    if (cl == NULL) {
+        *data = r->request_body->bufs->buf->pos;
+        *len = (size_t) total;
         return NGX_OK;
     }
+
+    cl = r->request_body->bufs;
 
     p = ngx_palloc(r->pool, (size_t) total ? (size_t) total : 1);
     if (p == NULL) {

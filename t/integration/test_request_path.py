@@ -8,8 +8,10 @@ runtime behind the gateway, body framings, redirects, untouched paths."""
 
 import json
 import os
+import socket
 import struct
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
@@ -27,6 +29,7 @@ class RequestPath(GatewayTestCase):
         cls.mls = cls.start_runtime("jsononly")
         cls.ngx = cls.start_nginx("""
             client_max_body_size 64m;
+            client_body_buffer_size 1m;
 
             location / {{
                 oip on;
@@ -356,6 +359,38 @@ class RequestPath(GatewayTestCase):
         self.assertEqual(st, 200, out)
         doc = json.loads(self.rec.last()["body"])
         self.assertEqual(doc["inputs"][0]["data"], values)
+
+    def test_body_in_many_reads(self):
+        # nginx reads such a body into one buffer but hands it on as one
+        # buffer a read: the module takes them as one piece when they
+        # follow each other, and copies them when they do not (the part
+        # read with the headers is elsewhere)
+        values = [i * 0.25 - 100 for i in range(6000)]
+        req = dumps({"inputs": [{"name": "x", "shape": [len(values)],
+                                 "datatype": "FP32", "data": values}]})
+        for split_headers in (False, True):
+            head = ("POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                    "Content-Length: %d\r\nConnection: close\r\n\r\n"
+                    % len(req)).encode()
+            s = socket.create_connection(("127.0.0.1", self.ngx.port))
+            first = 0 if split_headers else 300
+            s.sendall(head + req[:first])
+            for i in range(first, len(req), 9000):
+                time.sleep(0.02)
+                s.sendall(req[i:i + 9000])
+            answer = b""
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                answer += d
+            s.close()
+            self.assertTrue(answer.startswith(b"HTTP/1.1 200"), answer)
+            up = self.rec.last()
+            doc, rest = split_binary(up["headers"], up["body"])
+            self.assertEqual(rest, pack("FP32", values))
+            self.assertEqual(doc["inputs"][0]["parameters"],
+                             {"binary_data_size": 4 * len(values)})
 
     # -------------------------------------------------- redirects, paths
 
