@@ -11,6 +11,7 @@
 #   ./build.sh integration  only the integration tests, plain build
 #   ./build.sh soak       the load test for OIP_SOAK_SECONDS (600)
 #   ./build.sh fuzz       each fuzz target for FUZZ_RUNS (10 million)
+#   ./build.sh bench      the speed and memory benchmarks and their targets
 #
 # Runs as root on Debian 12; installs Debian packages only if missing.
 
@@ -307,8 +308,47 @@ do_soak() {
     return "${PIPESTATUS[0]}"
 }
 
+# The benchmarks: number correctness on a large sample, the codec against
+# cJSON, libc loops and memcpy, then end to end through nginx against
+# plain proxy_pass and the OpenResty peer.  Targets are ratios within the
+# run; the exit status says whether they all held.
+PKGS_BENCH=(libnginx-mod-http-lua lua-cjson)
+
+do_bench() {
+    local rc=0 bin="$BUILD/bench"
+
+    do_build
+    install_pkgs "${PKGS_TEST[@]}" "${PKGS_BENCH[@]}"
+    stop_system_nginx
+    mkdir -p "$bin"
+
+    # the codec as the module has it: Debian's flags for nginx, -O2
+    gcc -O2 -g -Wall -Werror -I"$ROOT/ngx_oip_module" \
+        "$ROOT/t/bench/bench_codec.c" "$ROOT"/ngx_oip_module/oip_*.c \
+        -lcjson -lm -lz -o "$bin/bench_codec"
+    gcc -O2 -g -Wall -Werror -I"$ROOT/ngx_oip_module" \
+        "$ROOT/t/unit/test_number.c" "$ROOT"/ngx_oip_module/oip_*.c \
+        -lm -lz -o "$bin/test_number"
+
+    say "numbers on a large sample (OIP_NUMBER_SCALE=${OIP_NUMBER_SCALE:-30})"
+    OIP_NUMBER_SCALE=${OIP_NUMBER_SCALE:-30} prove -e '' "$bin/test_number" \
+        || rc=1
+
+    say "the codec: ${OIP_BENCH_BUDGET:-0.4} s a figure," \
+        "up to ${OIP_BENCH_MB:-40} MB"
+    "$bin/bench_codec" "${OIP_BENCH_BUDGET:-0.4}" "${OIP_BENCH_MB:-40}" \
+        || rc=1
+
+    say "end to end through nginx"
+    "$PY" "$ROOT/t/bench/bench_e2e.py" || rc=1
+
+    [ $rc -eq 0 ] && say "bench: all targets met" \
+                  || say "bench: some targets missed (above)"
+    return $rc
+}
+
 usage() {
-    sed -n '3,15p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -324,5 +364,6 @@ case "$cmd" in
     run) do_run ;;
     soak) do_soak ;;
     fuzz) do_fuzz ;;
+    bench) do_bench ;;
     *) usage ;;
 esac

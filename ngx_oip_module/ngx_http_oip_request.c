@@ -25,6 +25,7 @@ static ngx_int_t ngx_http_oip_ihcl(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, off_t *ihcl);
 static ngx_int_t ngx_http_oip_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char **data, size_t *len);
+static u_char *ngx_http_oip_body_join(ngx_http_request_t *r, off_t total);
 static ngx_int_t ngx_http_oip_replace(ngx_http_request_t *r,
     oip_request_t *req);
 static ngx_int_t ngx_http_oip_headers(ngx_http_request_t *r,
@@ -97,6 +98,10 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
 
     cln->handler = ngx_http_oip_cleanup;
     ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
+
+    /* room for the part read with the headers: see ngx_http_oip_body_join() */
+
+    r->request_body_in_single_buf = 1;
 
     rc = ngx_http_read_client_request_body(r, ngx_http_oip_body_handler);
 
@@ -411,6 +416,14 @@ ngx_http_oip_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         return NGX_OK;
     }
 
+    p = ngx_http_oip_body_join(r, total);
+
+    if (p) {
+        *data = p;
+        *len = (size_t) total;
+        return NGX_OK;
+    }
+
     cl = r->request_body->bufs;
 
     p = ngx_palloc(r->pool, (size_t) total ? (size_t) total : 1);
@@ -449,6 +462,79 @@ ngx_http_oip_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     }
 
     return NGX_OK;
+}
+
+
+/*
+ * A client sends its headers and the start of its body at once: that
+ * start stays in the header buffer, the rest is read into a buffer of
+ * its own.  Asked for a single buffer (the handler asks), nginx leaves
+ * room for the start after the rest: the rest moved up and the start put
+ * in front make the body one piece in place, where a copy would take
+ * the body's size again.  NULL when the buffers are not laid out so.
+ */
+
+static u_char *
+ngx_http_oip_body_join(ngx_http_request_t *r, off_t total)
+{
+    size_t        head;
+    u_char       *p, *start;
+    ngx_buf_t    *b, *first;
+    ngx_chain_t  *cl, *last;
+
+    first = r->request_body->bufs->buf;
+    cl = r->request_body->bufs->next;
+
+    if (first->in_file || cl == NULL) {
+        return NULL;
+    }
+
+    start = cl->buf->pos;
+    p = start;
+    last = cl;
+
+    for ( /* void */ ; cl; cl = cl->next) {
+        if (cl->buf->in_file || cl->buf->pos != p) {
+            return NULL;
+        }
+
+        p = cl->buf->last;
+        last = cl;
+    }
+
+    head = first->last - first->pos;
+
+    if (start == NULL || (size_t) (last->buf->end - p) < head
+        || (off_t) (head + (p - start)) != total)
+    {
+        return NULL;
+    }
+
+    /* the old buffers point at bytes about to move: one buffer instead */
+
+    b = ngx_calloc_buf(r->pool);
+    if (b == NULL) {
+        return NULL;
+    }
+
+    ngx_memmove(start + head, start, p - start);
+    ngx_memcpy(start, first->pos, head);
+
+    b->temporary = 1;
+    b->start = start;
+    b->pos = start;
+    b->last = start + total;
+    b->end = b->last;
+    b->last_buf = 1;
+
+    cl = r->request_body->bufs;
+    cl->buf = b;
+    cl->next = NULL;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: body joined in place, %uz bytes moved", head);
+
+    return start;
 }
 
 

@@ -866,8 +866,8 @@ oip_raw_input_init(oip_raw_input_t *raw, const u_char *name, size_t name_len,
         neg = (*p == '-');
         p += neg;
 
-        if (p == end || *p < '0' || *p > '9' || (*p == '0' && !neg && p + 1 < end
-                                                  && p[1] != ','))
+        if (p == end || *p < '0' || *p > '9'
+            || (*p == '0' && !neg && p + 1 < end && p[1] != ','))
         {
             goto invalid;
         }

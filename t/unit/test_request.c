@@ -225,14 +225,16 @@ test_passthrough(void)
 
     /* ids, parameters, big integers, unknown fields, odd spacing: kept */
 
-    in = "{ \"id\" : \"r\\u0031\", \"parameters\":{\"seq\":123456789012345678901234567890,"
+    in = "{ \"id\" : \"r\\u0031\", \"parameters\":"
+         "{\"seq\":123456789012345678901234567890,"
          "\"f\":1.50e+3},\n \"x-unknown\":{\"a\":[1,{\"b\":null}]},"
          "\"inputs\":[ {\"name\":\"a\", \"parameters\":{\"p\":\"q\"},"
          "\"datatype\":\"INT8\",\"shape\":[2],\"data\":[1, 2],"
          "\"extra\":[true]} ], \"outputs\":[{\"name\":\"o\",\"parameters\":"
          "{\"binary_data\":true,\"k\":99999999999999999999}}] }  ";
 
-    want = "{ \"id\" : \"r\\u0031\", \"parameters\":{\"seq\":123456789012345678901234567890,"
+    want = "{ \"id\" : \"r\\u0031\", \"parameters\":"
+           "{\"seq\":123456789012345678901234567890,"
            "\"f\":1.50e+3},\n \"x-unknown\":{\"a\":[1,{\"b\":null}]},"
            "\"inputs\":[ {\"name\":\"a\", \"parameters\":{\"p\":\"q\","
            "\"binary_data_size\":2},"

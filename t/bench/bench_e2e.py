@@ -1,0 +1,342 @@
+#!/usr/bin/python3
+#
+# Copyright (C) ngx_oip_module authors
+#
+"""End to end through real nginx on the loopback: what the module costs
+a request, side by side in one run with what it is compared to.
+
+Contenders, each its own nginx with one worker, all in front of the same
+upstream (an nginx that reads the body and answers a small inference
+response at once, so that the gateway is what is measured):
+
+    plain     proxy_pass alone
+    keep      oip on: every request checked, passed on as it came
+    binary    oip on; oip_upstream_inputs binary: JSON tensors converted
+    peer      the OpenResty script operators deploy today
+              (../shared/peers/openresty/json_to_binary.lua; OIP_PEER_LUA
+              names another copy; without one the row is left out)
+
+Measured:
+    1 KB FP32 JSON requests with wrk (16 connections): requests/s and
+    the 50th and 99th percentile latency, the best of ROUNDS runs of
+    OIP_BENCH_SECONDS (5) each, contenders taking turns;
+    a 12.7 MB FP32 JSON request, BIG_RUNS times each, contenders taking
+    turns: the median latency, what it adds to plain proxy_pass, and the
+    worker's peak RSS (VmHWM, reset before the runs).
+
+The targets of the speed work are checked at the end; the exit status
+says whether they all held.
+"""
+
+import http.client
+import os
+import random
+import re
+import shutil
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from oiptest import MODULE, ROOT, free_port, wait_port
+
+NGINX = "/usr/sbin/nginx"
+WRK = shutil.which("wrk") or "/usr/bin/wrk"
+LUA_MODULES = "/usr/lib/nginx/modules"
+PEER = os.environ.get("OIP_PEER_LUA", os.path.join(
+    ROOT, "..", "shared", "peers", "openresty", "json_to_binary.lua"))
+
+SECONDS = float(os.environ.get("OIP_BENCH_SECONDS", "5"))
+ROUNDS = 3
+BIG_RUNS = 7
+BIG_SIZE = 12_700_000
+URI = "/v2/models/m/infer"
+
+ANSWER = ('{"model_name":"m","model_version":"1","outputs":[{"name":'
+          '"OUTPUT0","shape":[1,1],"datatype":"FP32","data":[0.5]}]}')
+
+CONF = """
+{main}
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+
+events {{
+    worker_connections 1024;
+}}
+
+http {{
+    access_log off;
+    client_body_temp_path {dir}/client_body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+
+    # bodies in memory, as an inference gateway is set up
+    client_max_body_size 256m;
+    client_body_buffer_size 64m;
+
+    upstream backend {{
+        server 127.0.0.1:{up};
+        keepalive 32;
+    }}
+
+    server {{
+        listen 127.0.0.1:{port} reuseport;
+
+        location / {{
+            {location}
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_pass http://backend;
+        }}
+    }}
+}}
+"""
+
+UPSTREAM_CONF = """
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+
+events {{
+    worker_connections 1024;
+}}
+
+http {{
+    access_log off;
+    client_body_temp_path {dir}/client_body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    client_max_body_size 256m;
+    client_body_buffer_size 64m;
+    keepalive_requests 1000000;
+
+    server {{
+        listen 127.0.0.1:{port};
+
+        location / {{
+            default_type application/json;
+            return 200 '{answer}';
+        }}
+    }}
+}}
+"""
+
+
+class Server:
+    """One nginx, its own prefix, one worker."""
+
+    def __init__(self, name, conf, **subst):
+        self.name = name
+        self.dir = tempfile.mkdtemp(prefix="oip-bench-%s-" % name)
+        self.port = free_port()
+        with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
+            f.write(conf.format(dir=self.dir, port=self.port, **subst))
+        self.proc = subprocess.Popen(
+            [NGINX, "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"),
+             "-e", os.path.join(self.dir, "error.log"),
+             "-g", "daemon off;"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_port(self.port, self.proc)
+
+    def worker(self):
+        out = subprocess.run(["ps", "-o", "pid=", "--ppid",
+                              str(self.proc.pid)],
+                             capture_output=True, text=True).stdout.split()
+        return int(out[0])
+
+    def status(self, field):
+        with open("/proc/%d/status" % self.worker()) as f:
+            return int(re.search(field + r":\s+(\d+) kB", f.read()).group(1))
+
+    def cpu(self):
+        """The worker's user and system time so far, in seconds."""
+        with open("/proc/%d/stat" % self.worker()) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def reset_peak(self):
+        with open("/proc/%d/clear_refs" % self.worker(), "w") as f:
+            f.write("5")
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(10)
+        with open(os.path.join(self.dir, "error.log")) as f:
+            log = f.read()
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if re.search(r"\[(alert|emerg|crit)\]|exited on signal", log):
+            raise RuntimeError("%s: %s" % (self.name, log))
+
+
+def fp32_json(size, seed):
+    """A JSON FP32 request of about size bytes, values as models have."""
+    rnd = random.Random(seed)
+    parts, total = [], 80
+    while total < size:
+        v = struct.unpack("f", struct.pack("f", rnd.uniform(-2, 2)))[0]
+        s = "%.8g" % v
+        parts.append(s)
+        total += len(s) + 1
+    return ('{"inputs":[{"name":"INPUT0","shape":[1,%d],"datatype":"FP32",'
+            '"data":[%s]}]}' % (len(parts), ",".join(parts))).encode()
+
+
+def wrk(port, body_file, seconds):
+    script = body_file + ".lua"
+    with open(script, "w") as f:
+        f.write('local f = io.open("%s", "rb")\n'
+                'wrk.method = "POST"\n'
+                'wrk.body = f:read("*a")\n'
+                'f:close()\n'
+                'wrk.headers["Content-Type"] = "application/json"\n'
+                % body_file)
+    out = subprocess.run(
+        [WRK, "-t1", "-c16", "-d%gs" % seconds, "--latency", "-s", script,
+         "http://127.0.0.1:%d%s" % (port, URI)],
+        capture_output=True, text=True, check=True).stdout
+
+    def ms(text):
+        v, unit = re.match(r"([\d.]+)(us|ms|s)", text).groups()
+        return float(v) * {"us": 1e-3, "ms": 1, "s": 1e3}[unit]
+
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    count = int(re.search(r"(\d+) requests in", out).group(1))
+    p50 = ms(re.search(r"50%\s+(\S+)", out).group(1))
+    p99 = ms(re.search(r"99%\s+(\S+)", out).group(1))
+    if re.search(r"Non-2xx|Socket errors", out):
+        raise RuntimeError("wrk saw errors:\n" + out)
+    return rps, p50, p99, count
+
+
+def post_big(port, body):
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    t0 = time.perf_counter()
+    conn.request("POST", URI, body, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    data = resp.read()
+    t = time.perf_counter() - t0
+    conn.close()
+    if resp.status != 200:
+        raise RuntimeError("%d: %r" % (resp.status, data[:200]))
+    return t
+
+
+def main():
+    rows = [("plain", "proxy_pass", ""),
+            ("keep", "oip on (keep)", "oip on; oip_max_json_size 64m;"),
+            ("binary", "oip_upstream_inputs binary",
+             "oip on; oip_upstream_inputs binary; oip_max_json_size 64m;")]
+    if os.path.exists(PEER):
+        rows.append(("peer", "OpenResty peer",
+                     "access_by_lua_file %s;" % os.path.abspath(PEER)))
+    else:
+        print("(the OpenResty peer is not at %s: its row is left out)"
+              % PEER)
+
+    work = tempfile.mkdtemp(prefix="oip-bench-")
+    small = os.path.join(work, "small.json")
+    with open(small, "wb") as f:
+        f.write(fp32_json(1024, 1))
+    big = fp32_json(BIG_SIZE, 2)
+
+    up = Server("upstream", UPSTREAM_CONF, answer=ANSWER)
+    servers = {}
+    try:
+        for key, _, location in rows:
+            main_conf = "load_module %s;" % MODULE
+            if key == "peer":
+                main_conf = ("load_module %s/ndk_http_module.so;\n"
+                             "load_module %s/ngx_http_lua_module.so;"
+                             % (LUA_MODULES, LUA_MODULES))
+            servers[key] = Server(key, CONF, main=main_conf, up=up.port,
+                                  location=location)
+
+        # warm up: every path once, and the answers are right
+        for key, _, _ in rows:
+            wrk(servers[key].port, small, 1)
+            post_big(servers[key].port, big)
+
+        best = {key: (0, 0, 0) for key, _, _ in rows}
+        cpu = {key: [0.0, 0] for key, _, _ in rows}
+        for _ in range(ROUNDS):
+            for key, _, _ in rows:
+                c0 = servers[key].cpu()
+                r = wrk(servers[key].port, small, SECONDS)
+                cpu[key][0] += servers[key].cpu() - c0
+                cpu[key][1] += r[3]
+                if r[0] > best[key][0]:
+                    best[key] = r[:3]
+
+        idle = {key: servers[key].status("VmRSS") for key, _, _ in rows}
+        for key, _, _ in rows:
+            servers[key].reset_peak()
+
+        times = {key: [] for key, _, _ in rows}
+        for _ in range(BIG_RUNS):
+            for key, _, _ in rows:
+                times[key].append(post_big(servers[key].port, big))
+
+        peak = {key: servers[key].status("VmHWM") for key, _, _ in rows}
+    finally:
+        for s in servers.values():
+            s.stop()
+        up.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    med = {key: statistics.median(times[key]) for key, _, _ in rows}
+    mb = len(big) / 1e6
+
+    print("end to end, 1 worker per gateway, wrk -t1 -c16, %g s x %d "
+          "rounds (best); %.1f MB FP32 JSON x %d (median)"
+          % (SECONDS, ROUNDS, mb, BIG_RUNS))
+    print("%-28s | %10s %7s %8s %8s %7s | %9s %9s | %9s %9s %7s"
+          % ("", "1 KB req/s", "ratio", "p50 ms", "p99 ms", "cpu us",
+             "12 MB ms", "added ms", "idle MB", "peak MB", "/body"))
+    for key, label, _ in rows:
+        rps, p50, p99 = best[key]
+        print("%-28s | %10.0f %6.2fx %8.2f %8.2f %7.1f | %9.1f %9.1f | "
+              "%9.1f %9.1f %6.2fx"
+              % (label, rps, rps / best["plain"][0], p50, p99,
+                 cpu[key][0] / cpu[key][1] * 1e6,
+                 med[key] * 1e3, (med[key] - med["plain"]) * 1e3,
+                 idle[key] / 1024, peak[key] / 1024,
+                 peak[key] * 1024 / len(big)))
+
+    fails = 0
+
+    def target(what, value, bound, at_least):
+        nonlocal fails
+        good = value >= bound if at_least else value <= bound
+        fails += not good
+        print("  %-56s %6.2f  (%s %.2f)  %s"
+              % (what, value, ">=" if at_least else "<=", bound,
+                 "ok" if good else "MISSED"))
+
+    print("\ntargets (end to end):")
+    target("1 KB req/s, oip on (keep) / proxy_pass",
+           best["keep"][0] / best["plain"][0], 0.9, True)
+    target("1 KB req/s, oip_upstream_inputs binary / proxy_pass",
+           best["binary"][0] / best["plain"][0], 0.9, True)
+    if "peer" in med:
+        target("12 MB: latency added, binary / OpenResty peer's",
+               (med["binary"] - med["plain"])
+               / max(med["peer"] - med["plain"], 1e-9), 0.25, False)
+    target("12 MB: worker peak RSS / body, oip on (keep)",
+           peak["keep"] * 1024 / len(big), 3, False)
+    target("12 MB: worker peak RSS / body, binary",
+           peak["binary"] * 1024 / len(big), 3, False)
+    print("all targets met" if not fails else "SOME TARGETS MISSED")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
