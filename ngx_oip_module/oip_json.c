@@ -529,7 +529,7 @@ oip_json_push_key(oip_json_t *j, const oip_str_t *key)
     }
 
     if (j->nkeys == j->keys_cap) {
-        cap = j->keys_cap ? j->keys_cap * 2 : 64;
+        cap = j->keys_cap ? j->keys_cap * 2 : 16;
 
         keys = oip_alloc(j->ctx, cap * sizeof(oip_key_t));
         if (keys == NULL) {

@@ -1042,7 +1042,7 @@ oip_msg_build(oip_msg_t *m, size_t json_limit, oip_seg_t **segs,
 {
     oip_out_t  o;
 
-    oip_out_init(&o, m->c, 4096);
+    oip_out_init(&o, m->c, 1024);
     o.limit = json_limit;
 
     if (oip_msg_assemble(m, &o, header_len, binary) != 0) {

@@ -400,7 +400,21 @@ oip_fast_run(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
         for ( ;; ) {
             q = oip_fast_decimal(start, end, &d);
 
-            if (q == NULL || oip_fast_float(&d, &b32) != 0
+            if (q == NULL) {
+                break;
+            }
+
+            /*
+             * Only checked (dst NULL): w < 10^20, so a decimal with
+             * e10 <= 18 is below 10^38, a finite float; no need to
+             * round it.
+             */
+
+            if (dst == NULL && d.e10 <= 18) {
+                goto fp32_next;
+            }
+
+            if (oip_fast_float(&d, &b32) != 0
                 || (b32 & 0x7fffffff) == 0x7f800000)
             {
                 break;
@@ -409,6 +423,8 @@ oip_fast_run(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
             if (dst) {
                 oip_put32(dst + (i + k) * 4, b32);
             }
+
+        fp32_next:
 
             p = q;
 
@@ -425,7 +441,17 @@ oip_fast_run(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
         for ( ;; ) {
             q = oip_fast_decimal(start, end, &d);
 
-            if (q == NULL || oip_fast_double(&d, &b64) != 0
+            if (q == NULL) {
+                break;
+            }
+
+            /* as for FP32: below 10^308 */
+
+            if (dst == NULL && d.e10 <= 288) {
+                goto fp64_next;
+            }
+
+            if (oip_fast_double(&d, &b64) != 0
                 || (b64 & 0x7fffffffffffffffULL) == 0x7ff0000000000000ULL)
             {
                 break;
@@ -434,6 +460,8 @@ oip_fast_run(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
             if (dst) {
                 oip_put64(dst + (i + k) * 8, b64);
             }
+
+        fp64_next:
 
             p = q;
 

@@ -560,6 +560,15 @@ test_errors(void)
            "1e39 is out of range for FP32");
     REJECT(INPUT("\"shape\":[1],\"datatype\":\"FP64\",\"data\":[1e309]"), 400,
            "out of range for FP64");
+
+    /* 20 digits and an exponent: past the bound that spares a check */
+
+    REJECT(INPUT("\"shape\":[2],\"datatype\":\"FP32\","
+                 "\"data\":[1.5,99999999999999999999e19]"), 400,
+           "out of range for FP32");
+    REJECT(INPUT("\"shape\":[2],\"datatype\":\"FP64\","
+                 "\"data\":[1.5,99999999999999999999e289]"), 400,
+           "out of range for FP64");
     REJECT(INPUT("\"shape\":[1],\"datatype\":\"FP16\",\"data\":[65520]"), 400,
            "65520 is out of range for FP16");
     REJECT(INPUT("\"shape\":[1],\"datatype\":\"BF16\",\"data\":[3.4e38]"),
