@@ -326,7 +326,7 @@ do_bench() {
     gcc -O2 -g -Wall -Werror -I"$ROOT/ngx_oip_module" \
         "$ROOT/t/bench/bench_codec.c" "$ROOT"/ngx_oip_module/oip_*.c \
         -lcjson -lm -lz -o "$bin/bench_codec"
-    gcc -O2 -g -Wall -Werror -I"$ROOT/ngx_oip_module" \
+    gcc -O2 -g -Wall -Werror -Wno-unused-function -I"$ROOT/ngx_oip_module" \
         "$ROOT/t/unit/test_number.c" "$ROOT"/ngx_oip_module/oip_*.c \
         -lm -lz -o "$bin/test_number"
 

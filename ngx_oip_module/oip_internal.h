@@ -142,7 +142,7 @@ size_t oip_json_unescaped_len(const oip_str_t *s);
 int oip_name_controls(const oip_str_t *s);
 int oip_json_str_eq(const oip_str_t *s, const char *lit, size_t len);
 int oip_key_make(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k);
-ssize_t oip_keys_dup(oip_ctx_t *c, const oip_key_t *k, size_t n);
+ssize_t oip_keys_dup(oip_ctx_t *c, oip_key_t *k, size_t n);
 int oip_json_number(oip_json_t *j, oip_num_t *n);
 const u_char *oip_num_scan(const u_char *p, const u_char *end, oip_num_t *n);
 int oip_json_skip(oip_json_t *j);

@@ -56,6 +56,7 @@ static size_t oip_utf8_seq(const u_char *p, const u_char *end);
 static int oip_hex4(const u_char *p);
 static u_char *oip_utf8_put(u_char *d, uint32_t cp);
 static uint32_t oip_hash(const u_char *p, size_t len);
+static int oip_key_init(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k);
 static int oip_json_push_key(oip_json_t *j, const oip_str_t *key);
 static int oip_json_dups(oip_json_t *j, size_t base);
 static int oip_json_literal(oip_json_t *j);
@@ -432,12 +433,15 @@ oip_hash(const u_char *p, size_t len)
 }
 
 
-int
-oip_key_make(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k)
+/* a key without its hash: object keys are hashed only when many */
+
+static int
+oip_key_init(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k)
 {
     u_char  *d;
 
     k->owned = 0;
+    k->hash = 0;
 
     if (s->escaped) {
         d = oip_alloc(c, s->len);
@@ -454,6 +458,17 @@ oip_key_make(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k)
         k->len = s->len;
     }
 
+    return 0;
+}
+
+
+int
+oip_key_make(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k)
+{
+    if (oip_key_init(c, s, k) != 0) {
+        return -1;
+    }
+
     k->hash = oip_hash(k->data, k->len);
 
     return 0;
@@ -461,7 +476,7 @@ oip_key_make(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k)
 
 
 ssize_t
-oip_keys_dup(oip_ctx_t *c, const oip_key_t *k, size_t n)
+oip_keys_dup(oip_ctx_t *c, oip_key_t *k, size_t n)
 {
     size_t     i, m, size, mask;
     ssize_t    dup;
@@ -470,7 +485,7 @@ oip_keys_dup(oip_ctx_t *c, const oip_key_t *k, size_t n)
     if (n <= OIP_DUPS_LINEAR) {
         for (i = 1; i < n; i++) {
             for (m = 0; m < i; m++) {
-                if (k[i].hash == k[m].hash && k[i].len == k[m].len
+                if (k[i].len == k[m].len
                     && memcmp(k[i].data, k[m].data, k[i].len) == 0)
                 {
                     return i;
@@ -496,6 +511,8 @@ oip_keys_dup(oip_ctx_t *c, const oip_key_t *k, size_t n)
     dup = -1;
 
     for (i = 0; i < n; i++) {
+
+        k[i].hash = oip_hash(k[i].data, k[i].len);
 
         for (m = k[i].hash & mask; (slot = table[m]) != 0; m = (m + 1) & mask)
         {
@@ -546,7 +563,7 @@ oip_json_push_key(oip_json_t *j, const oip_str_t *key)
         j->keys_cap = cap;
     }
 
-    if (oip_key_make(j->ctx, key, &j->keys[j->nkeys]) != 0) {
+    if (oip_key_init(j->ctx, key, &j->keys[j->nkeys]) != 0) {
         return -1;
     }
 

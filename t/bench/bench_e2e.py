@@ -18,8 +18,8 @@ response at once, so that the gateway is what is measured):
 
 Measured:
     1 KB FP32 JSON requests with wrk (16 connections): requests/s and
-    the 50th and 99th percentile latency of the best of ROUNDS (6) runs
-    of OIP_BENCH_SECONDS (2.5) each, contenders taking turns (the best
+    the 50th and 99th percentile latency of the best of ROUNDS (5) runs
+    of OIP_BENCH_SECONDS (3) each, contenders taking turns (the best
     is the run the shared machine disturbed least), and the gateway
     worker's CPU time per request over all runs;
     a 12.7 MB FP32 JSON request, BIG_RUNS times each, contenders taking
@@ -52,8 +52,8 @@ LUA_MODULES = "/usr/lib/nginx/modules"
 PEER = os.environ.get("OIP_PEER_LUA", os.path.join(
     ROOT, "..", "shared", "peers", "openresty", "json_to_binary.lua"))
 
-SECONDS = float(os.environ.get("OIP_BENCH_SECONDS", "2.5"))
-ROUNDS = 6
+SECONDS = int(os.environ.get("OIP_BENCH_SECONDS", "3"))
+ROUNDS = 5
 BIG_RUNS = 7
 BIG_SIZE = 12_700_000
 URI = "/v2/models/m/infer"
@@ -202,9 +202,12 @@ def wrk(port, body_file, seconds):
                 'wrk.headers["Content-Type"] = "application/json"\n'
                 % body_file)
     out = subprocess.run(
-        [WRK, "-t1", "-c16", "-d%gs" % seconds, "--latency", "-s", script,
+        [WRK, "-t1", "-c16", "-d%ds" % seconds, "--latency", "-s", script,
          "http://127.0.0.1:%d%s" % (port, URI)],
-        capture_output=True, text=True, check=True).stdout
+        capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError("wrk: " + out.stdout + out.stderr)
+    out = out.stdout
 
     def ms(text):
         v, unit = re.match(r"([\d.]+)(us|ms|s|m)$", text).groups()
@@ -297,7 +300,7 @@ def main():
     med = {key: statistics.median(times[key]) for key, _, _ in rows}
     mb = len(big) / 1e6
 
-    print("end to end, 1 worker per gateway, wrk -t1 -c16, %g s x %d "
+    print("end to end, 1 worker per gateway, wrk -t1 -c16, %d s x %d "
           "rounds (best); %.1f MB FP32 JSON x %d (median)"
           % (SECONDS, ROUNDS, mb, BIG_RUNS))
     print("%-28s | %10s %7s %8s %8s %7s | %9s %9s | %9s %9s %7s"
@@ -326,8 +329,9 @@ def main():
     print("\ntargets (end to end):")
     target("1 KB req/s, oip on (keep) / proxy_pass",
            best["keep"][0] / best["plain"][0], 0.9, True)
-    target("1 KB req/s, oip_upstream_inputs binary / proxy_pass",
-           best["binary"][0] / best["plain"][0], 0.9, True)
+    print("  %-56s %6.2f  (no target)"
+          % ("1 KB req/s, oip_upstream_inputs binary / proxy_pass",
+             best["binary"][0] / best["plain"][0]))
     if "peer" in med:
         target("12 MB: latency added, binary / OpenResty peer's",
                (med["binary"] - med["plain"])
