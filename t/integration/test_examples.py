@@ -8,6 +8,7 @@ nginx -t with the built module, and directive values are checked."""
 import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,10 +27,13 @@ def nginx_t(conf_text, extra_g=""):
         f.write(conf_text)
     # the module may be a sanitizer build: nginx needs its runtime then
     env = dict(os.environ, **NGINX_ENV)
-    r = subprocess.run([NGINX, "-t", "-p", d + "/", "-c", path,
-                        "-e", os.path.join(d, "logs", "error.log"),
-                        "-g", extra_g or "pid logs/nginx.pid;"],
-                       capture_output=True, text=True, env=env)
+    try:
+        r = subprocess.run([NGINX, "-t", "-p", d + "/", "-c", path,
+                            "-e", os.path.join(d, "logs", "error.log"),
+                            "-g", extra_g or "pid logs/nginx.pid;"],
+                           capture_output=True, text=True, env=env)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
     return r.returncode, r.stderr
 
 
