@@ -2,11 +2,10 @@
 /*
  * Copyright (C) ngx_oip_module authors
  *
- * What the codec's libFuzzer targets share: an arena allocator that
- * behaves like an nginx pool (every block tracked, all freed at the end,
- * so LeakSanitizer sees nothing and an early free of a bad pointer is
- * caught), allocation failures on demand, and checks of what the codec
- * hands back.
+ * What the codec's libFuzzer targets share: the unit tests' arena
+ * allocator (t/unit/arena.h: a pool that tracks every block and fails
+ * on demand), a property check, and checks of what the codec hands
+ * back.
  */
 
 
@@ -23,6 +22,7 @@
 #include <string.h>
 
 #include "oip_codec.h"
+#include "../unit/arena.h"
 
 
 /* a violated property: libFuzzer reports it with the input */
@@ -35,109 +35,6 @@
             abort();                                                          \
         }                                                                     \
     } while (0)
-
-
-typedef struct fz_block_s  fz_block_t;
-
-struct fz_block_s {
-    fz_block_t     *prev;
-    fz_block_t     *next;
-    size_t          size;
-    /* 16-byte alignment for what follows, as malloc gives */
-    size_t          pad;
-};
-
-
-typedef struct {
-    fz_block_t      head;
-    size_t          count;
-    size_t          fail_at;      /* the Nth allocation fails; 0: never */
-    unsigned        fail_all:1;   /* ... and every one after it */
-    unsigned        failed:1;     /* an allocation was refused */
-} fz_arena_t;
-
-
-static void *
-fz_alloc(void *data, size_t size)
-{
-    fz_arena_t  *a = data;
-    fz_block_t  *b;
-
-    a->count++;
-
-    if (a->fail_at
-        && (a->count == a->fail_at || (a->fail_all && a->count > a->fail_at)))
-    {
-        a->failed = 1;
-        return NULL;
-    }
-
-    /* the codec never needs this much from a small input: its own bug */
-    fz_assert(size < ((size_t) 1 << 31), "an allocation of 2 GB or more");
-
-    b = malloc(sizeof(fz_block_t) + size);
-    if (b == NULL) {
-        return NULL;
-    }
-
-    b->size = size;
-    b->next = a->head.next;
-    b->prev = &a->head;
-
-    if (a->head.next) {
-        a->head.next->prev = b;
-    }
-
-    a->head.next = b;
-
-    return b + 1;
-}
-
-
-static void
-fz_free(void *data, void *p)
-{
-    fz_block_t  *b;
-
-    (void) data;
-
-    /* a pointer that is not ours makes ASan stop right here */
-
-    b = (fz_block_t *) p - 1;
-
-    b->prev->next = b->next;
-
-    if (b->next) {
-        b->next->prev = b->prev;
-    }
-
-    free(b);
-}
-
-
-static void
-fz_arena_init(fz_arena_t *a, oip_alloc_t *alloc)
-{
-    memset(a, 0, sizeof(fz_arena_t));
-
-    alloc->alloc = fz_alloc;
-    alloc->free = fz_free;
-    alloc->data = a;
-}
-
-
-static void
-fz_arena_destroy(fz_arena_t *a)
-{
-    fz_block_t  *b, *next;
-
-    for (b = a->head.next; b; b = next) {
-        next = b->next;
-        free(b);
-    }
-
-    a->head.next = NULL;
-}
 
 
 /* what the compiler may not throw away: every output byte is read */

@@ -61,7 +61,7 @@ static int fz_raw_config(const u_char *c, const u_char *body, size_t len,
     oip_raw_input_t *raw);
 static void fz_ihcl_parse_check(const u_char *v, size_t len);
 static void fz_request_check(const oip_request_t *req,
-    const oip_options_t *opt, const fz_arena_t *arena, const u_char *body,
+    const oip_options_t *opt, const arena_t *arena, const u_char *body,
     size_t len, off_t ihcl);
 static void fz_request_refeed(const oip_request_t *req,
     const oip_options_t *opt);
@@ -148,7 +148,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     off_t             ihcl;
     size_t            len;
     oip_alloc_t       alloc;
-    fz_arena_t        arena;
+    arena_t        arena;
     const u_char     *c, *body;
     oip_options_t     opt;
     oip_request_t     req;
@@ -201,7 +201,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     ihcl = fz_ihcl(c[2], c + 3, len);
 
-    fz_arena_init(&arena, &alloc);
+    arena_init(&arena, &alloc);
 
     if (c[2] & 0x04) {
         arena.fail_at = 1 + (size_t) c[13];
@@ -224,7 +224,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_request_refeed(&req, &opt);
     }
 
-    fz_arena_destroy(&arena);
+    arena_destroy(&arena);
 
     return 0;
 }
@@ -270,7 +270,7 @@ fz_ihcl_parse_check(const u_char *v, size_t len)
 
 static void
 fz_request_check(const oip_request_t *req, const oip_options_t *opt,
-    const fz_arena_t *arena, const u_char *body, size_t len, off_t ihcl)
+    const arena_t *arena, const u_char *body, size_t len, off_t ihcl)
 {
     size_t    i, j;
     unsigned  sum;
@@ -348,7 +348,7 @@ fz_request_refeed(const oip_request_t *req, const oip_options_t *opt)
     off_t           ihcl;
     u_char         *out;
     oip_alloc_t     alloc;
-    fz_arena_t      arena;
+    arena_t      arena;
     oip_options_t   o;
     oip_request_t   again;
 
@@ -363,7 +363,7 @@ fz_request_refeed(const oip_request_t *req, const oip_options_t *opt)
 
     ihcl = req->binary ? (off_t) req->header_len : -1;
 
-    fz_arena_init(&arena, &alloc);
+    arena_init(&arena, &alloc);
 
     oip_request_process(&again, &alloc, &o, out, req->body_len, ihcl,
                         OIP_ENC_NONE);
@@ -377,6 +377,6 @@ fz_request_refeed(const oip_request_t *req, const oip_options_t *opt)
     fz_assert(again.status == 0, "the codec refuses its own request");
     fz_assert(!again.rewritten, "the codec's own request rewritten again");
 
-    fz_arena_destroy(&arena);
+    arena_destroy(&arena);
     free(out);
 }

@@ -44,7 +44,7 @@ static size_t fz_wish_names(const u_char *body, size_t len,
     oip_wish_out_t *outs, size_t n, uint32_t bits);
 
 static void fz_response_check(const oip_response_t *resp,
-    const fz_arena_t *arena, size_t len, off_t ihcl);
+    const arena_t *arena, size_t len, off_t ihcl);
 static void fz_response_refeed(const oip_response_t *resp,
     const oip_options_t *opt, const oip_wish_t *wish);
 
@@ -95,7 +95,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t           n, len;
     oip_wish_t       wish;
     oip_alloc_t      alloc;
-    fz_arena_t       arena;
+    arena_t       arena;
     const u_char    *c, *p;
     oip_options_t    opt;
     oip_response_t   resp;
@@ -139,7 +139,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     ihcl = fz_ihcl(c[2], c + 3, len);
 
-    fz_arena_init(&arena, &alloc);
+    arena_init(&arena, &alloc);
 
     if (c[2] & 0x04) {
         arena.fail_at = 1 + (size_t) c[13];
@@ -162,14 +162,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_response_refeed(&resp, &opt, &wish);
     }
 
-    fz_arena_destroy(&arena);
+    arena_destroy(&arena);
 
     return 0;
 }
 
 
 static void
-fz_response_check(const oip_response_t *resp, const fz_arena_t *arena,
+fz_response_check(const oip_response_t *resp, const arena_t *arena,
     size_t len, off_t ihcl)
 {
     fz_assert(resp->status == 0 || resp->status == 502
@@ -222,7 +222,7 @@ fz_response_refeed(const oip_response_t *resp, const oip_options_t *opt,
     off_t            ihcl;
     u_char          *out;
     oip_alloc_t      alloc;
-    fz_arena_t       arena;
+    arena_t       arena;
     oip_options_t    o;
     oip_response_t   again;
 
@@ -236,7 +236,7 @@ fz_response_refeed(const oip_response_t *resp, const oip_options_t *opt,
 
     ihcl = resp->binary ? (off_t) resp->header_len : -1;
 
-    fz_arena_init(&arena, &alloc);
+    arena_init(&arena, &alloc);
 
     oip_response_process(&again, &alloc, &o, wish, out, resp->body_len,
                          ihcl);
@@ -251,6 +251,6 @@ fz_response_refeed(const oip_response_t *resp, const oip_options_t *opt,
     fz_assert(again.status == 0, "the codec refuses its own answer");
     fz_assert(!again.rewritten, "the codec's own answer rewritten again");
 
-    fz_arena_destroy(&arena);
+    arena_destroy(&arena);
     free(out);
 }

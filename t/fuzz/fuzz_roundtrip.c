@@ -58,7 +58,7 @@ static const struct {
 
 
 typedef struct {
-    fz_arena_t       arena;
+    arena_t       arena;
     oip_alloc_t      alloc;
     u_char          *out;      /* the result, flattened */
     size_t           len;
@@ -242,7 +242,7 @@ fz_chunk_same(int dt, const u_char *a, const u_char *b, size_t len)
 static void
 fz_run_free(fz_run_t *r)
 {
-    fz_arena_destroy(&r->arena);
+    arena_destroy(&r->arena);
     free(r->out);
     r->out = NULL;
 }
@@ -258,7 +258,7 @@ fz_request(fz_run_t *r, oip_form_e inputs, const u_char *body, size_t len,
     o = fz_opts;
     o.inputs = inputs;
 
-    fz_arena_init(&r->arena, &r->alloc);
+    arena_init(&r->arena, &r->alloc);
 
     oip_request_process(&req, &r->alloc, &o, body, len, ihcl, OIP_ENC_NONE);
 
@@ -291,7 +291,7 @@ fz_response(fz_run_t *r, int binary, const u_char *body, size_t len,
     memset(&w, 0, sizeof(oip_wish_t));
     w.binary = binary;
 
-    fz_arena_init(&r->arena, &r->alloc);
+    arena_init(&r->arena, &r->alloc);
 
     oip_response_process(&resp, &r->alloc, &fz_opts, &w, body, len, ihcl);
 
@@ -524,7 +524,7 @@ fz_numbers(int dt, const u_char *p, const u_char *end)
     o = fz_opts;
     o.inputs = OIP_FORM_BINARY;
 
-    fz_arena_init(&r.arena, &r.alloc);
+    arena_init(&r.arena, &r.alloc);
 
     oip_request_process(&req, &r.alloc, &o, json, q - json, -1,
                         OIP_ENC_NONE);
@@ -581,7 +581,7 @@ fz_numbers(int dt, const u_char *p, const u_char *end)
     }
 
     free(bin);
-    fz_arena_destroy(&r.arena);
+    arena_destroy(&r.arena);
     free(json);
 }
 

@@ -1,9 +1,8 @@
 /*
  * Copyright (C) ngx_oip_module authors
  *
- * A few lines of TAP for the codec's unit tests (run by prove), and an
- * arena allocator that behaves like an nginx pool: the codec may free
- * early, everything else goes when the arena is destroyed.
+ * A few lines of TAP for the codec's unit tests (run by prove), and the
+ * arena allocator they give the codec (arena.h).
  */
 
 
@@ -21,6 +20,7 @@
 #include <string.h>
 
 #include "oip_codec.h"
+#include "arena.h"
 
 
 static int  tap_n, tap_failed;
@@ -67,103 +67,6 @@ tap_done(void)
 {
     printf("1..%d\n", tap_n);
     return tap_failed ? 1 : 0;
-}
-
-
-typedef struct arena_block_s  arena_block_t;
-
-struct arena_block_s {
-    arena_block_t  *prev;
-    arena_block_t  *next;
-    size_t          size;
-    /* 16-byte alignment for what follows, as malloc gives */
-    size_t          pad;
-};
-
-
-typedef struct {
-    arena_block_t   head;
-    size_t          used;
-    size_t          peak;
-    size_t          fail_after;   /* make the Nth allocation fail; 0: never */
-    size_t          count;
-} arena_t;
-
-
-static void *
-arena_alloc(void *data, size_t size)
-{
-    arena_t        *a = data;
-    arena_block_t  *b;
-
-    if (a->fail_after && ++a->count >= a->fail_after) {
-        return NULL;
-    }
-
-    b = malloc(sizeof(arena_block_t) + size);
-    if (b == NULL) {
-        return NULL;
-    }
-
-    b->size = size;
-    b->next = a->head.next;
-    b->prev = &a->head;
-
-    if (a->head.next) {
-        a->head.next->prev = b;
-    }
-
-    a->head.next = b;
-
-    a->used += size;
-    if (a->used > a->peak) {
-        a->peak = a->used;
-    }
-
-    return b + 1;
-}
-
-
-static void
-arena_free(void *data, void *p)
-{
-    arena_t        *a = data;
-    arena_block_t  *b = (arena_block_t *) p - 1;
-
-    b->prev->next = b->next;
-
-    if (b->next) {
-        b->next->prev = b->prev;
-    }
-
-    a->used -= b->size;
-    free(b);
-}
-
-
-static void
-arena_init(arena_t *a, oip_alloc_t *alloc)
-{
-    memset(a, 0, sizeof(arena_t));
-
-    alloc->alloc = arena_alloc;
-    alloc->free = arena_free;
-    alloc->data = a;
-}
-
-
-static void
-arena_destroy(arena_t *a)
-{
-    arena_block_t  *b, *next;
-
-    for (b = a->head.next; b; b = next) {
-        next = b->next;
-        free(b);
-    }
-
-    a->head.next = NULL;
-    a->used = 0;
 }
 
 

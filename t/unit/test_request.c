@@ -738,7 +738,8 @@ test_alloc_failures(void)
     for (k = 1; k < 40; k++) {
         memset(&r, 0, sizeof(run_t));
         arena_init(&r.arena, &r.alloc);
-        r.arena.fail_after = k;
+        r.arena.fail_at = k;
+        r.arena.fail_all = 1;
 
         o = opts;
         o.inputs = OIP_FORM_BINARY;
