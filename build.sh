@@ -2,18 +2,25 @@
 #
 # ngx_oip_module: install what is missing, build, run, test.
 #
-#   ./build.sh build      the module, against Debian's nginx:
-#                         build/ngx_http_oip_module.so
-#   ./build.sh run        the gateway with the example runtime on
-#                         127.0.0.1:8000 (Ctrl-C stops both)
-#   ./build.sh test       the whole test suite; non-zero on any failure
-#   ./build.sh unit       only the codec's unit tests (quick)
-#   ./build.sh integration  only the integration tests, plain build
-#   ./build.sh soak       the load test for OIP_SOAK_SECONDS (600)
-#   ./build.sh fuzz       each fuzz target for FUZZ_RUNS (10 million)
-#   ./build.sh bench      the speed and memory benchmarks and their targets
+#   ./build.sh build    the module, against Debian's nginx:
+#                       build/ngx_http_oip_module.so
+#   ./build.sh run      the gateway with the example runtime on
+#                       127.0.0.1:8000 (Ctrl-C stops both)
+#   ./build.sh check    the quick check, for the edit-test loop: unit
+#                       tests, the build's shape, the integration tests
+#   ./build.sh test     the whole suite: check, then bounded fuzzing, the
+#                       load test, and everything again under ASan+UBSan
+#                       and under valgrind; non-zero on any failure
+#   ./build.sh fuzz     each fuzz target for FUZZ_RUNS (10 million)
+#   ./build.sh soak     the load test for OIP_SOAK_SECONDS (600)
+#   ./build.sh bench    the speed and memory benchmarks and their targets
+#
+# check and test take test files to run only those:
+#   ./build.sh check t/integration/test_faults.py
 #
 # Runs as root on Debian 12; installs Debian packages only if missing.
+# The codec's own programs are built by t/Makefile, from the same list
+# of codec files as the module (ngx_oip_module/codec/sources).
 
 set -euo pipefail
 
@@ -21,13 +28,21 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BUILD="$ROOT/build"
 NGX_SRC=/usr/share/nginx/src
 PY=/usr/bin/python3
+MAKE_T=(make -s -j2 -f "$ROOT/t/Makefile")
 
 # what building and testing need, as Debian packages
-PKGS_BUILD=(nginx nginx-dev libcjson-dev libssl-dev gcc make libc6-dev
-            zlib1g-dev libpcre2-dev)
+PKGS_BUILD=(nginx nginx-dev gcc make libc6-dev zlib1g-dev libpcre2-dev
+            binutils)
 PKGS_TEST=(python3 curl perl valgrind wrk clang-14 libclang-rt-14-dev)
+# the bench's baseline (cJSON) and the OpenResty peer
+PKGS_BENCH=(libcjson-dev libnginx-mod-http-lua lua-cjson)
+
+START=$SECONDS
 
 say() { printf '==> %s\n' "$*" >&2; }
+
+# a phase of a run, with the time the run has taken so far
+phase() { say "$* [$((SECONDS - START)) s]"; }
 
 install_pkgs() {
     local missing=() p
@@ -55,13 +70,15 @@ stop_system_nginx() {
 }
 
 # build_module DIR EXTRA_CFLAGS EXTRA_LDFLAGS: the module in $BUILD/DIR,
-# against Debian's nginx (Debian's own method, see NGINX_NOTES)
+# against Debian's nginx (Debian's own method, see NGINX_NOTES), and a
+# copy at $BUILD/DIR.so
 build_module() {
     local dir="$BUILD/$1" stamp sum
     stamp="$dir/.configured"
-    sum=$(cat "$ROOT/config" | md5sum | cut -d' ' -f1)
+    sum=$(cat "$ROOT/config" "$ROOT/ngx_oip_module/codec/sources" \
+          | md5sum | cut -d' ' -f1)
 
-    # configure only when the glue changed: it takes seconds, make does not
+    # configure only when the file lists changed: it takes seconds
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$sum" ]; then
         say "configuring $1 against $(/usr/sbin/nginx -v 2>&1)"
         rm -rf "$dir"
@@ -78,8 +95,13 @@ build_module() {
         echo "$sum" > "$stamp"
     fi
 
-    make -s -f "$dir/Makefile" -C "$NGX_SRC" modules \
+    make -s -j2 -f "$dir/Makefile" -C "$NGX_SRC" modules \
         > "$dir.make.log" 2>&1 || { cat "$dir.make.log" >&2; exit 1; }
+
+    # a running nginx has the old file mapped: writing over it in place
+    # kills its workers, a rename leaves it theirs
+    cp "$dir/ngx_http_oip_module.so" "$dir.so.tmp.$$"
+    mv -f "$dir.so.tmp.$$" "$dir.so"
 }
 
 do_build() {
@@ -87,70 +109,42 @@ do_build() {
     stop_system_nginx
     mkdir -p "$BUILD"
 
-    say "building the module"
+    phase "building the module"
     build_module nginx "" ""
-    install_so "$BUILD/nginx/ngx_http_oip_module.so" \
-               "$BUILD/ngx_http_oip_module.so"
-    say "built $BUILD/ngx_http_oip_module.so"
-}
-
-# a running nginx has the old file mapped: writing over it in place kills
-# its workers, a rename leaves it theirs
-install_so() {
-    cp "$1" "$2.tmp.$$"
-    mv -f "$2.tmp.$$" "$2"
+    mv -f "$BUILD/nginx.so" "$BUILD/ngx_http_oip_module.so"
 }
 
 # the module with ASan and UBSan, to load into the stock nginx
 do_build_asan() {
-    say "building the module with ASan and UBSan"
+    phase "building the module with ASan and UBSan"
     build_module nginx-asan \
-        "-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+        "-fsanitize=address,undefined -fno-omit-frame-pointer \
+         -fno-sanitize-recover=undefined" \
         "-fsanitize=address,undefined"
     mkdir -p "$BUILD/asan"
-    install_so "$BUILD/nginx-asan/ngx_http_oip_module.so" \
-               "$BUILD/asan/ngx_http_oip_module.so"
+    mv -f "$BUILD/nginx-asan.so" "$BUILD/asan/ngx_http_oip_module.so"
 }
-
-CFLAGS_UNIT=(-std=gnu99 -g -O0 -Wall -Wextra -Werror -Wno-unused-parameter
-             -Wno-unused-function -fsanitize=address,undefined
-             -fno-omit-frame-pointer -fno-sanitize-recover=all)
 
 do_unit() {
-    local t out
-    mkdir -p "$BUILD/unit"
-    for t in "$ROOT"/t/unit/test_*.c; do
-        out="$BUILD/unit/$(basename "$t" .c)"
-        gcc "${CFLAGS_UNIT[@]}" -I"$ROOT/ngx_oip_module" "$t" \
-            "$ROOT"/ngx_oip_module/oip_*.c -lm -lz -o "$out"
-    done
-    # the tables of powers are generated, and must stay what the
-    # generator writes
-    "$PY" "$ROOT/ngx_oip_module/oip_tables.py" \
-        | cmp -s - "$ROOT/ngx_oip_module/oip_tables.h" || {
-        say "ngx_oip_module/oip_tables.h differs from oip_tables.py's output"
-        return 1
-    }
-
-    say "unit tests (codec, ASan+UBSan)"
-    prove -e '' "$BUILD"/unit/test_*
+    phase "unit tests (codec, ASan+UBSan) and the build's shape"
+    "${MAKE_T[@]}" unit
+    prove -e '' "$BUILD"/unit/test_* "$ROOT/t/unit/test_layout.sh"
 }
 
-# do_integration LABEL [FILES...]: the integration tests, in the
-# environment the caller set (OIP_MODULE, OIP_NGINX_ENV, OIP_NGINX_WRAP)
-do_integration() {
-    local label=$1 t log failed=() files
+# run_py LABEL FILES...: Python test files, in the environment the caller
+# set (OIP_MODULE, OIP_NGINX_ENV, OIP_NGINX_WRAP)
+run_py() {
+    local label=$1 t log failed=() t0
     shift
-    files=("$@")
-    [ ${#files[@]} -gt 0 ] || files=("$ROOT"/t/integration/test_*.py)
-    say "integration tests: $label"
+    phase "$label"
     mkdir -p "$BUILD/logs"
-    for t in "${files[@]}"; do
-        log="$BUILD/logs/$(basename "$t" .py).$(echo "$label" | tr -c 'a-zA-Z0-9\n' -).log"
-        printf '%s ... ' "t/integration/$(basename "$t")" >&2
+    for t in "$@"; do
+        log="$BUILD/logs/$(basename "$t" .py).${label//[^a-zA-Z0-9]/-}.log"
+        printf '%s ... ' "${t#"$ROOT"/}" >&2
+        t0=$SECONDS
         if "$PY" "$t" > "$log" 2>&1; then
             echo "ok ($(grep -Eo '^Ran [0-9]+ tests?' "$log" \
-                | cut -d' ' -f2) tests)" >&2
+                | cut -d' ' -f2) tests, $((SECONDS - t0)) s)" >&2
         else
             echo "FAILED" >&2
             cat "$log" >&2
@@ -160,7 +154,7 @@ do_integration() {
     [ ${#failed[@]} -eq 0 ] || { say "failed: ${failed[*]}"; return 1; }
 }
 
-do_integration_asan() {
+with_asan() {
     local asan ubsan
     asan=$(gcc -print-file-name=libasan.so)
     ubsan=$(gcc -print-file-name=libubsan.so)
@@ -168,32 +162,20 @@ do_integration_asan() {
     OIP_NGINX_ENV="{\"LD_PRELOAD\": \"$asan:$ubsan\",
                     \"ASAN_OPTIONS\": \"detect_leaks=0\",
                     \"UBSAN_OPTIONS\": \"print_stacktrace=1\"}" \
-        do_integration "the module with ASan+UBSan in stock nginx" "$@"
+        "$@"
 }
 
-do_integration_valgrind() {
+with_valgrind() {
     OIP_NGINX_SINGLE=1 \
     OIP_NGINX_WRAP="[\"valgrind\", \"--quiet\", \"--leak-check=full\",
                      \"--show-leak-kinds=definite\",
                      \"--errors-for-leak-kinds=definite\",
                      \"--suppressions=$ROOT/t/valgrind.supp\",
                      \"--log-file=%DIR%/valgrind.%p.log\"]" \
-        do_integration "nginx under valgrind memcheck" "$@"
+        "$@"
 }
 
 FUZZ_TARGETS=(request response roundtrip)
-
-build_fuzzers() {
-    local t
-    mkdir -p "$BUILD/fuzz"
-    for t in "${FUZZ_TARGETS[@]}"; do
-        clang-14 -g -O1 -Wall -Wextra -Werror \
-            -fsanitize=fuzzer,address,undefined \
-            -fno-sanitize-recover=undefined -I"$ROOT/ngx_oip_module" \
-            "$ROOT/t/fuzz/fuzz_$t.c" "$ROOT"/ngx_oip_module/oip_*.c \
-            -lm -lz -o "$BUILD/fuzz/fuzz_$t"
-    done
-}
 
 # fuzz_run TARGET ARGS...: one target on a scratch copy of its seeds and
 # of every input that ever found a bug (t/fuzz/regress/): they run first
@@ -220,36 +202,57 @@ fuzz_run() {
            "$dir/fuzz.log" | grep -Eo '[0-9]+$')" >&2
 }
 
-do_fuzz_short() {
-    local t
-    say "fuzzing, ${FUZZ_SECONDS:-20} s a target (libFuzzer, ASan+UBSan)"
-    build_fuzzers
-    for t in "${FUZZ_TARGETS[@]}"; do
-        fuzz_run "$t" -max_total_time="${FUZZ_SECONDS:-20}"
-    done
-}
-
-# long: FUZZ_RUNS (10 million) executions a target, one after the other
+# do_fuzz ARG: every target, with -max_total_time or -runs
 do_fuzz() {
     local t
-    install_pkgs "${PKGS_TEST[@]}"
-    say "fuzzing, ${FUZZ_RUNS:-10000000} executions a target"
-    build_fuzzers
+    "${MAKE_T[@]}" fuzz
     for t in "${FUZZ_TARGETS[@]}"; do
-        fuzz_run "$t" -runs="${FUZZ_RUNS:-10000000}"
+        fuzz_run "$t" "$1"
     done
 }
 
-do_test() {
+# the test files of a suite, or those named on the command line
+INTEGRATION=("$ROOT"/t/integration/test_*.py)
+LOAD=("$ROOT"/t/load/test_load.py)
+
+select_files() {
+    local t
+    [ $# -gt 0 ] || return 0
+    INTEGRATION=()
+    LOAD=()
+    for t in "$@"; do
+        t=$(realpath "$t")
+        case "$t" in
+            */load/*) LOAD+=("$t") ;;
+            *) INTEGRATION+=("$t") ;;
+        esac
+    done
+}
+
+do_check() {
+    select_files "$@"
     do_build
     install_pkgs "${PKGS_TEST[@]}"
     do_unit
-    do_fuzz_short
-    do_integration "real nginx, example runtime"
+    [ ${#INTEGRATION[@]} -eq 0 ] \
+        || run_py "integration tests: real nginx" "${INTEGRATION[@]}"
+}
+
+do_test() {
+    local all
+
+    do_check "$@"
+    all=("${INTEGRATION[@]}" "${LOAD[@]}")
+
+    phase "fuzzing, ${FUZZ_SECONDS:-20} s a target (libFuzzer, ASan+UBSan)"
+    do_fuzz -max_total_time="${FUZZ_SECONDS:-20}"
+
+    [ ${#LOAD[@]} -eq 0 ] || run_py "load test: real nginx" "${LOAD[@]}"
+
     do_build_asan
-    do_integration_asan
-    do_integration_valgrind
-    say "all tests passed"
+    with_asan run_py "the module with ASan+UBSan in stock nginx" "${all[@]}"
+    with_valgrind run_py "nginx under valgrind memcheck" "${all[@]}"
+    phase "all tests passed"
 }
 
 do_run() {
@@ -302,9 +305,9 @@ EOT
 do_soak() {
     do_build
     install_pkgs "${PKGS_TEST[@]}"
-    say "soak: ${OIP_SOAK_SECONDS:-600} s of load, RSS read each minute"
+    phase "soak: ${OIP_SOAK_SECONDS:-600} s of load, RSS read each minute"
     OIP_SOAK_SECONDS=${OIP_SOAK_SECONDS:-600} \
-        "$PY" "$ROOT/t/integration/test_load.py" 2>&1 | tee "$BUILD/soak.log"
+        "$PY" "$ROOT/t/load/test_load.py" 2>&1 | tee "$BUILD/soak.log"
     return "${PIPESTATUS[0]}"
 }
 
@@ -312,34 +315,24 @@ do_soak() {
 # cJSON, libc loops and memcpy, then end to end through nginx against
 # plain proxy_pass and the OpenResty peer.  Targets are ratios within the
 # run; the exit status says whether they all held.
-PKGS_BENCH=(libnginx-mod-http-lua lua-cjson)
-
 do_bench() {
     local rc=0 bin="$BUILD/bench"
 
     do_build
     install_pkgs "${PKGS_TEST[@]}" "${PKGS_BENCH[@]}"
     stop_system_nginx
-    mkdir -p "$bin"
+    "${MAKE_T[@]}" bench
 
-    # the codec as the module has it: Debian's flags for nginx, -O2
-    gcc -O2 -g -Wall -Werror -I"$ROOT/ngx_oip_module" \
-        "$ROOT/t/bench/bench_codec.c" "$ROOT"/ngx_oip_module/oip_*.c \
-        -lcjson -lm -lz -o "$bin/bench_codec"
-    gcc -O2 -g -Wall -Werror -Wno-unused-function -I"$ROOT/ngx_oip_module" \
-        "$ROOT/t/unit/test_number.c" "$ROOT"/ngx_oip_module/oip_*.c \
-        -lm -lz -o "$bin/test_number"
-
-    say "numbers on a large sample (OIP_NUMBER_SCALE=${OIP_NUMBER_SCALE:-30})"
+    phase "numbers on a large sample (OIP_NUMBER_SCALE=${OIP_NUMBER_SCALE:-30})"
     OIP_NUMBER_SCALE=${OIP_NUMBER_SCALE:-30} prove -e '' "$bin/test_number" \
         || rc=1
 
-    say "the codec: ${OIP_BENCH_BUDGET:-0.4} s a figure," \
-        "up to ${OIP_BENCH_MB:-40} MB"
+    phase "the codec: ${OIP_BENCH_BUDGET:-0.4} s a figure," \
+          "up to ${OIP_BENCH_MB:-40} MB"
     "$bin/bench_codec" "${OIP_BENCH_BUDGET:-0.4}" "${OIP_BENCH_MB:-40}" \
         || rc=1
 
-    say "end to end through nginx"
+    phase "end to end through nginx"
     "$PY" "$ROOT/t/bench/bench_e2e.py" || rc=1
 
     [ $rc -eq 0 ] && say "bench: all targets met" \
@@ -348,7 +341,7 @@ do_bench() {
 }
 
 usage() {
-    sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -357,13 +350,13 @@ cmd=${1:-}
 
 case "$cmd" in
     build) do_build ;;
-    test) do_test ;;
-    unit) install_pkgs "${PKGS_BUILD[@]}" "${PKGS_TEST[@]}"; do_unit ;;
-    integration) do_build; install_pkgs "${PKGS_TEST[@]}"
-                 do_integration "real nginx, example runtime" "$@" ;;
     run) do_run ;;
+    check) do_check "$@"; phase "check passed" ;;
+    test) do_test "$@" ;;
+    fuzz) install_pkgs "${PKGS_BUILD[@]}" "${PKGS_TEST[@]}"
+          phase "fuzzing, ${FUZZ_RUNS:-10000000} executions a target"
+          do_fuzz -runs="${FUZZ_RUNS:-10000000}" ;;
     soak) do_soak ;;
-    fuzz) do_fuzz ;;
     bench) do_bench ;;
     *) usage ;;
 esac

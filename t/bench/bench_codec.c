@@ -31,7 +31,8 @@
 #include <cjson/cJSON.h>
 
 #include "oip_codec.h"
-#include "oip_internal.h"
+#include "oip_number.h"
+#include "../unit/half.h"
 
 
 #define ngx_max(a, b)  ((a) > (b) ? (a) : (b))
@@ -308,12 +309,13 @@ static volatile uint64_t  sink;
 static int
 ours_j2b(set_t *s)
 {
-    oip_request_t  req;
+    oip_result_t   req;
     oip_options_t  opt = { OIP_FORM_BINARY, OIP_FORM_KEEP, SIZE_MAX / 4,
                            SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY };
 
-    oip_request_process(&req, &alloc, &opt, s->json, s->jlen, -1,
-                        OIP_ENC_NONE);
+    oip_request_process(&req, &alloc, &opt,
+                        &(oip_framing_t) { -1, OIP_ENC_NONE }, s->json,
+                        s->jlen);
     sink += req.body_len;
     pool_reset(&pool);
 
@@ -324,12 +326,13 @@ ours_j2b(set_t *s)
 static int
 ours_b2j(set_t *s)
 {
-    oip_request_t  req;
+    oip_result_t   req;
     oip_options_t  opt = { OIP_FORM_JSON, OIP_FORM_KEEP, SIZE_MAX / 4,
                            SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY };
 
-    oip_request_process(&req, &alloc, &opt, s->bin, s->blen,
-                        (off_t) s->hlen, OIP_ENC_NONE);
+    oip_request_process(&req, &alloc, &opt,
+                        &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE },
+                        s->bin, s->blen);
     sink += req.body_len;
     pool_reset(&pool);
 
@@ -340,12 +343,13 @@ ours_b2j(set_t *s)
 static int
 ours_validate(set_t *s)
 {
-    oip_request_t  req;
+    oip_result_t   req;
     oip_options_t  opt = { OIP_FORM_KEEP, OIP_FORM_KEEP, SIZE_MAX / 4,
                            SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY };
 
-    oip_request_process(&req, &alloc, &opt, s->bin, s->blen,
-                        (off_t) s->hlen, OIP_ENC_NONE);
+    oip_request_process(&req, &alloc, &opt,
+                        &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE },
+                        s->bin, s->blen);
     sink += req.body_len;
     pool_reset(&pool);
 

@@ -30,10 +30,14 @@
  *   c[13]     which allocation fails
  *   c[14]     bits 0-4: if not 0, the raw dimensions are that many
  *             first bytes of the body, as text
- *   c[15]     bits 0-4: oip_ihcl_parse() is checked on that many first
- *             bytes of the body
+ *   c[15]     bits 0-4: oip_ihcl_parse() and the framing functions
+ *             are checked on that many first bytes of the body, as an
+ *             IHCL value and as a Content-Encoding; bits 5-6: how many
+ *             times each header came (0 to 3)
  */
 
+
+#include <strings.h>
 
 #include "fuzz.h"
 
@@ -60,10 +64,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static int fz_raw_config(const u_char *c, const u_char *body, size_t len,
     oip_raw_input_t *raw);
 static void fz_ihcl_parse_check(const u_char *v, size_t len);
-static void fz_request_check(const oip_request_t *req,
+static void fz_framing_check(const u_char *v, size_t len, unsigned count);
+static void fz_request_check(const oip_result_t *req,
     const oip_options_t *opt, const arena_t *arena, const u_char *body,
     size_t len, off_t ihcl);
-static void fz_request_refeed(const oip_request_t *req,
+static void fz_request_refeed(const oip_result_t *req,
     const oip_options_t *opt);
 
 
@@ -146,12 +151,12 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     off_t             ihcl;
-    size_t            len;
+    size_t            len, n;
     oip_alloc_t       alloc;
     arena_t        arena;
     const u_char     *c, *body;
     oip_options_t     opt;
-    oip_request_t     req;
+    oip_result_t      req;
     oip_encoding_e    enc;
     oip_raw_input_t   raw;
 
@@ -195,8 +200,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     if (c[15] & 0x1f) {
-        fz_ihcl_parse_check(body, (c[15] & 0x1f) < len ? (c[15] & 0x1f)
-                                                       : len);
+        n = (c[15] & 0x1f) < len ? (c[15] & 0x1f) : len;
+        fz_ihcl_parse_check(body, n);
+        fz_framing_check(body, n, (c[15] >> 5) & 3);
     }
 
     ihcl = fz_ihcl(c[2], c + 3, len);
@@ -208,7 +214,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         arena.fail_all = (c[2] & 0x08) ? 1 : 0;
     }
 
-    oip_request_process(&req, &alloc, &opt, body, len, ihcl, enc);
+    oip_request_process(&req, &alloc, &opt, &(oip_framing_t) { ihcl, enc },
+                        body, len);
 
 
 #ifdef FZ_DEBUG
@@ -268,8 +275,80 @@ fz_ihcl_parse_check(const u_char *v, size_t len)
 }
 
 
+/*
+ * The framing headers, as a request and as an answer carry them: the
+ * verdict of each follows from oip_ihcl_parse() and the encodings the
+ * protocol names, and a refusal always says why.
+ */
+
 static void
-fz_request_check(const oip_request_t *req, const oip_options_t *opt,
+fz_framing_check(const u_char *v, size_t len, unsigned count)
+{
+    int            ihcl_ok, enc, rc;
+    size_t         i;
+    uint64_t       n;
+    oip_header_t   h, none;
+    oip_result_t   res;
+    oip_framing_t  f;
+
+    static const char  *encodings[] = { "gzip", "deflate", "identity" };
+
+    memset(&none, 0, sizeof(oip_header_t));
+
+    n = 0;
+    h.data = v;
+    h.len = len;
+    h.count = count;
+
+    ihcl_ok = (count == 0
+               || (count == 1 && oip_ihcl_parse(v, len, &n) == 0
+                   && n <= (uint64_t) INT64_MAX));
+
+    /* as an IHCL, on a request and on an answer */
+
+    rc = oip_request_framing(&res, &f, &h, &none);
+
+    fz_assert(rc == res.status, "request framing: status returned");
+    fz_assert(rc == (ihcl_ok ? 0 : 400), "request framing: IHCL verdict");
+    fz_assert(rc == 0 || res.error[0] != '\0', "request framing: no error");
+    fz_assert(rc != 0 || f.ihcl == (count ? (int64_t) n : -1),
+              "request framing: IHCL value");
+    fz_assert(rc != 0 || f.encoding == OIP_ENC_NONE,
+              "request framing: an encoding out of nothing");
+
+    rc = oip_response_framing(&res, &f, &h);
+
+    fz_assert(rc == (ihcl_ok ? 0 : 502), "answer framing: IHCL verdict");
+    fz_assert(rc == 0 || strncmp(res.error, "upstream answer: ", 17) == 0,
+              "answer framing: 502 without its prefix");
+
+    /* as a Content-Encoding: one of three tokens, any case, once */
+
+    enc = -1;
+
+    for (i = 0; count == 1 && i < 3; i++) {
+        if (strlen(encodings[i]) == len
+            && strncasecmp(encodings[i], (const char *) v, len) == 0)
+        {
+            enc = (int) i;
+        }
+    }
+
+    rc = oip_request_framing(&res, &f, &none, &h);
+
+    fz_assert(rc == ((count == 0 || enc >= 0) ? 0 : 415),
+              "request framing: encoding verdict");
+    fz_assert(rc != 0 || f.ihcl == -1, "request framing: an IHCL out of "
+              "nothing");
+    fz_assert(rc != 0 || f.encoding == (enc == 0 ? OIP_ENC_GZIP
+                                        : enc == 1 ? OIP_ENC_DEFLATE
+                                        : OIP_ENC_NONE),
+              "request framing: which encoding");
+}
+
+
+static void
+fz_request_check(const oip_result_t *req, const oip_options_t *opt,
     const arena_t *arena, const u_char *body, size_t len, off_t ihcl)
 {
     size_t    i, j;
@@ -343,14 +422,14 @@ fz_request_check(const oip_request_t *req, const oip_options_t *opt,
  */
 
 static void
-fz_request_refeed(const oip_request_t *req, const oip_options_t *opt)
+fz_request_refeed(const oip_result_t *req, const oip_options_t *opt)
 {
     off_t           ihcl;
     u_char         *out;
     oip_alloc_t     alloc;
     arena_t      arena;
     oip_options_t   o;
-    oip_request_t   again;
+    oip_result_t    again;
 
     out = fz_flatten(req->segs, req->nsegs, req->body_len);
 
@@ -365,8 +444,9 @@ fz_request_refeed(const oip_request_t *req, const oip_options_t *opt)
 
     arena_init(&arena, &alloc);
 
-    oip_request_process(&again, &alloc, &o, out, req->body_len, ihcl,
-                        OIP_ENC_NONE);
+    oip_request_process(&again, &alloc, &o,
+                        &(oip_framing_t) { ihcl, OIP_ENC_NONE }, out,
+                        req->body_len);
 
     if (again.status != 0) {
         fprintf(stderr, "refeed: %d %s\n", again.status, again.error);

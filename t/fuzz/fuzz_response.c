@@ -43,9 +43,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static size_t fz_wish_names(const u_char *body, size_t len,
     oip_wish_out_t *outs, size_t n, uint32_t bits);
 
-static void fz_response_check(const oip_response_t *resp,
+static void fz_response_check(const oip_result_t *resp,
     const arena_t *arena, size_t len, off_t ihcl);
-static void fz_response_refeed(const oip_response_t *resp,
+static void fz_response_refeed(const oip_result_t *resp,
     const oip_options_t *opt, const oip_wish_t *wish);
 
 
@@ -98,7 +98,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     arena_t       arena;
     const u_char    *c, *p;
     oip_options_t    opt;
-    oip_response_t   resp;
+    oip_result_t     resp;
     oip_wish_out_t   outs[FZ_WISH_MAX];
 
     if (size < FZ_RESP_CONFIG) {
@@ -146,7 +146,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         arena.fail_all = (c[2] & 0x08) ? 1 : 0;
     }
 
-    oip_response_process(&resp, &alloc, &opt, &wish, p, len, ihcl);
+    oip_response_process(&resp, &alloc, &opt, &wish,
+                         &(oip_framing_t) { ihcl, OIP_ENC_NONE }, p, len);
 
 
 #ifdef FZ_DEBUG
@@ -169,7 +170,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 
 static void
-fz_response_check(const oip_response_t *resp, const arena_t *arena,
+fz_response_check(const oip_result_t *resp, const arena_t *arena,
     size_t len, off_t ihcl)
 {
     fz_assert(resp->status == 0 || resp->status == 502
@@ -216,7 +217,7 @@ fz_response_check(const oip_response_t *resp, const arena_t *arena,
 /* the answer as the client gets it, fed back: nothing left to change */
 
 static void
-fz_response_refeed(const oip_response_t *resp, const oip_options_t *opt,
+fz_response_refeed(const oip_result_t *resp, const oip_options_t *opt,
     const oip_wish_t *wish)
 {
     off_t            ihcl;
@@ -224,7 +225,7 @@ fz_response_refeed(const oip_response_t *resp, const oip_options_t *opt,
     oip_alloc_t      alloc;
     arena_t       arena;
     oip_options_t    o;
-    oip_response_t   again;
+    oip_result_t     again;
 
     out = fz_flatten(resp->segs, resp->nsegs, resp->body_len);
 
@@ -238,8 +239,9 @@ fz_response_refeed(const oip_response_t *resp, const oip_options_t *opt,
 
     arena_init(&arena, &alloc);
 
-    oip_response_process(&again, &alloc, &o, wish, out, resp->body_len,
-                         ihcl);
+    oip_response_process(&again, &alloc, &o, wish,
+                         &(oip_framing_t) { ihcl, OIP_ENC_NONE }, out,
+                         resp->body_len);
 
     if (again.status != 0 || again.rewritten) {
         fprintf(stderr, "refeed: %d %s\n", again.status, again.error);

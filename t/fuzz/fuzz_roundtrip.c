@@ -253,14 +253,15 @@ fz_request(fz_run_t *r, oip_form_e inputs, const u_char *body, size_t len,
     off_t ihcl)
 {
     oip_options_t   o;
-    oip_request_t   req;
+    oip_result_t    req;
 
     o = fz_opts;
     o.inputs = inputs;
 
     arena_init(&r->arena, &r->alloc);
 
-    oip_request_process(&req, &r->alloc, &o, body, len, ihcl, OIP_ENC_NONE);
+    oip_request_process(&req, &r->alloc, &o,
+                        &(oip_framing_t) { ihcl, OIP_ENC_NONE }, body, len);
 
     fz_error_check(req.status, req.error);
 
@@ -286,14 +287,15 @@ fz_response(fz_run_t *r, int binary, const u_char *body, size_t len,
     off_t ihcl)
 {
     oip_wish_t      w;
-    oip_response_t  resp;
+    oip_result_t    resp;
 
     memset(&w, 0, sizeof(oip_wish_t));
     w.binary = binary;
 
     arena_init(&r->arena, &r->alloc);
 
-    oip_response_process(&resp, &r->alloc, &fz_opts, &w, body, len, ihcl);
+    oip_response_process(&resp, &r->alloc, &fz_opts, &w,
+                         &(oip_framing_t) { ihcl, OIP_ENC_NONE }, body, len);
 
     fz_error_check(resp.status, resp.error);
 
@@ -470,7 +472,7 @@ fz_numbers(int dt, const u_char *p, const u_char *end)
     const u_char   *t[FZ_RT_MAX], *e, *comma;
     size_t          tl[FZ_RT_MAX];
     oip_options_t   o;
-    oip_request_t   req;
+    oip_result_t    req;
 
     size = fz_dt[dt].size;
 
@@ -526,8 +528,9 @@ fz_numbers(int dt, const u_char *p, const u_char *end)
 
     arena_init(&r.arena, &r.alloc);
 
-    oip_request_process(&req, &r.alloc, &o, json, q - json, -1,
-                        OIP_ENC_NONE);
+    oip_request_process(&req, &r.alloc, &o,
+                        &(oip_framing_t) { -1, OIP_ENC_NONE }, json,
+                        q - json);
 
     fz_error_check(req.status, req.error);
 

@@ -1,7 +1,7 @@
 --
 -- Copyright (C) ngx_oip_module authors
 --
--- wrk script of the load test (t/integration/test_load.py): cycles
+-- wrk script of the load test (t/load/test_load.py): cycles
 -- through a fixed set of requests and checks every answer against the
 -- exact bytes precomputed by the test.
 --

@@ -17,7 +17,7 @@
 typedef struct {
     arena_t          arena;
     oip_alloc_t      alloc;
-    oip_request_t    req;
+    oip_result_t     req;
     u_char          *body;
     u_char          *out;
     size_t           len;
@@ -103,8 +103,9 @@ run_opts(run_t *r, const oip_options_t *opt, const char *json, size_t jlen,
         ihcl = (off_t) jlen;
     }
 
-    oip_request_process(&r->req, &r->alloc, opt, r->body, jlen + blen, ihcl,
-                        enc);
+    oip_request_process(&r->req, &r->alloc, opt,
+                        &(oip_framing_t) { ihcl, enc }, r->body,
+                        jlen + blen);
 
     if (r->req.status) {
         return r->req.status;

@@ -9,7 +9,7 @@
 
 
 #include "tap.h"
-#include "oip_internal.h"
+#include "oip_json.h"
 
 
 static int

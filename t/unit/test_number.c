@@ -13,8 +13,8 @@
 #include <float.h>
 
 #include "tap.h"
-#include "oip_internal.h"
-#include "oip_fast.h"
+#include "oip_number_fast.h"
+#include "half.h"
 
 
 static uint64_t  rng = 0x9e3779b97f4a7c15ULL;

@@ -745,8 +745,9 @@ test_alloc_failures(void)
         o = opts;
         o.inputs = OIP_FORM_BINARY;
 
-        st = oip_request_process(&r.req, &r.alloc, &o, (u_char *) j,
-                                 strlen(j), -1, OIP_ENC_NONE);
+        st = oip_request_process(&r.req, &r.alloc, &o,
+                                 &(oip_framing_t) { -1, OIP_ENC_NONE },
+                                 (u_char *) j, strlen(j));
 
         /* a refused allocation is a 500, and only that is */
 

@@ -16,7 +16,7 @@
 typedef struct {
     arena_t          arena;
     oip_alloc_t      alloc;
-    oip_response_t   resp;
+    oip_result_t     resp;
     u_char          *body;
     u_char          *out;
     size_t           len;
@@ -54,8 +54,9 @@ respond(rrun_t *r, const oip_wish_t *w, const char *json, const u_char *bin,
         ihcl = (off_t) jlen;
     }
 
-    oip_response_process(&r->resp, &r->alloc, &opts, w, r->body, jlen + blen,
-                         ihcl);
+    oip_response_process(&r->resp, &r->alloc, &opts, w,
+                         &(oip_framing_t) { ihcl, OIP_ENC_NONE }, r->body,
+                         jlen + blen);
 
     if (r->resp.status) {
         return r->resp.status;

@@ -1,6 +1,11 @@
 
 /*
  * Copyright (C) ngx_oip_module authors
+ *
+ * What the glue's files share: the configuration, the request context,
+ * and the helpers that the request path (ngx_http_oip_request.c) and the
+ * response path (ngx_http_oip_response.c) both use.  Those two include
+ * this header and the codec's, never each other.
  */
 
 
@@ -40,7 +45,6 @@ typedef struct {
 
     /* the response path */
     oip_wish_t             wish;
-    off_t                  resp_ihcl;
     u_char                *buf;
     size_t                 len;
     size_t                 cap;
@@ -53,17 +57,25 @@ typedef struct {
 } ngx_http_oip_ctx_t;
 
 
-ngx_int_t ngx_http_oip_request_handler(ngx_http_request_t *r);
-ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model);
+/* the two paths, registered by the module */
+ngx_int_t ngx_http_oip_request_init(ngx_conf_t *cf);
 ngx_int_t ngx_http_oip_response_init(ngx_conf_t *cf);
+
+ngx_http_oip_ctx_t *ngx_http_oip_create_ctx(ngx_http_request_t *r);
 ngx_http_oip_ctx_t *ngx_http_oip_get_ctx(ngx_http_request_t *r);
-ngx_int_t ngx_http_oip_send_error(ngx_http_request_t *r, ngx_uint_t status,
-    ngx_str_t *msg);
-ngx_table_elt_t *ngx_http_oip_header_find(ngx_list_t *headers,
-    const char *name, size_t len, ngx_uint_t *count);
-void ngx_http_oip_options(ngx_http_oip_loc_conf_t *olcf,
-    oip_options_t *opt);
+ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model);
+void ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt);
 void ngx_http_oip_allocator(ngx_http_request_t *r, oip_alloc_t *alloc);
+
+ngx_table_elt_t *ngx_http_oip_header(ngx_list_t *headers, ngx_str_t *name,
+    oip_header_t *h);
+ngx_table_elt_t *ngx_http_oip_header_push(ngx_list_t *list, ngx_str_t *key,
+    ngx_str_t *value);
+void ngx_http_oip_content_type(ngx_http_request_t *r, const char *type);
+ngx_buf_t *ngx_http_oip_error_json(ngx_http_request_t *r, u_char *msg,
+    size_t len);
+ngx_int_t ngx_http_oip_chain(ngx_http_request_t *r, oip_seg_t *segs,
+    size_t n, ngx_chain_t **out, ngx_buf_t **last);
 
 
 extern ngx_module_t  ngx_http_oip_module;

@@ -27,13 +27,16 @@ static ngx_int_t ngx_http_oip_append(ngx_http_request_t *r,
 static ngx_int_t ngx_http_oip_finish(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_send(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx, oip_response_t *resp);
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
 static ngx_int_t ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, ngx_uint_t status, const char *msg);
 
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
 static ngx_http_output_body_filter_pt    ngx_http_next_body_filter;
+
+
+static ngx_str_t  ngx_http_oip_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
 
 
 ngx_int_t
@@ -53,9 +56,6 @@ static ngx_int_t
 ngx_http_oip_header_filter(ngx_http_request_t *r)
 {
     off_t                     len;
-    uint64_t                  n;
-    ngx_uint_t                count;
-    ngx_table_elt_t          *h;
     ngx_http_oip_ctx_t       *ctx;
     ngx_http_oip_loc_conf_t  *olcf;
 
@@ -75,10 +75,16 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
         return ngx_http_oip_not_http(r, ctx);
     }
 
-    if (ctx == NULL || !ctx->manage || ctx->filtering
-        || r->headers_out.status != NGX_HTTP_OK
+    if (ctx == NULL || !ctx->manage || ctx->filtering) {
+        return ngx_http_next_header_filter(r);
+    }
+
+    if (r->headers_out.status != NGX_HTTP_OK
         || r->header_only || r->method == NGX_HTTP_HEAD)
     {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "oip: answer %ui passed on as it is",
+                       r->headers_out.status);
         return ngx_http_next_header_filter(r);
     }
 
@@ -90,22 +96,6 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
                       "oip: model \"%V\": the upstream compressed its "
                       "answer, passed on as it is", &ctx->model);
         return ngx_http_next_header_filter(r);
-    }
-
-    ctx->resp_ihcl = -1;
-
-    h = ngx_http_oip_header_find(&r->headers_out.headers, NGX_HTTP_OIP_IHCL,
-                                sizeof(NGX_HTTP_OIP_IHCL) - 1, &count);
-    if (h) {
-        if (count > 1
-            || oip_ihcl_parse(h->value.data, h->value.len, &n) != 0
-            || n > (uint64_t) NGX_MAX_OFF_T_VALUE)
-        {
-            ctx->resp_ihcl = -2;
-
-        } else {
-            ctx->resp_ihcl = (off_t) n;
-        }
     }
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
@@ -128,6 +118,10 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
 
     r->filter_need_in_memory = 1;
     r->allow_ranges = 0;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: answer held to be reshaped, Content-Length %O",
+                   len);
 
     /* the headers go out when the body is known */
 
@@ -208,6 +202,9 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return NGX_OK;
     }
 
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: answer of %uz bytes buffered", ctx->len);
+
     return ngx_http_oip_finish(r, ctx);
 }
 
@@ -258,6 +255,10 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
         msg = "the request failed";
     }
 
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: nginx's error page %ui given as JSON",
+                   r->err_status);
+
     return ngx_http_oip_page(r, NULL, msg);
 }
 
@@ -306,8 +307,7 @@ static ngx_int_t
 ngx_http_oip_page(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     const char *msg)
 {
-    size_t  len;
-    u_char  *p;
+    ngx_buf_t  *b;
 
     if (ctx == NULL) {
         ctx = ngx_http_oip_get_ctx(r);
@@ -322,15 +322,13 @@ ngx_http_oip_page(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
     }
 
-    len = sizeof("{\"error\":\"\"}") - 1 + ngx_strlen(msg);
-
-    p = ngx_pnalloc(r->pool, len);
-    if (p == NULL) {
+    b = ngx_http_oip_error_json(r, (u_char *) msg, ngx_strlen(msg));
+    if (b == NULL) {
         return NGX_ERROR;
     }
 
-    ctx->page.data = p;
-    ctx->page.len = ngx_sprintf(p, "{\"error\":\"%s\"}", msg) - p;
+    ctx->page.data = b->pos;
+    ctx->page.len = b->last - b->pos;
     ctx->replace = 1;
     ctx->filtering = 0;
 
@@ -341,10 +339,7 @@ ngx_http_oip_page(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         r->headers_out.content_length = NULL;
     }
 
-    ngx_str_set(&r->headers_out.content_type, "application/json");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-    r->headers_out.content_type_lowcase = NULL;
-    r->headers_out.charset.len = 0;
+    ngx_http_oip_content_type(r, OIP_TYPE_JSON);
 
     return ngx_http_next_header_filter(r);
 }
@@ -431,97 +426,69 @@ ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 static ngx_int_t
 ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    oip_alloc_t               alloc;
-    oip_options_t             opt;
-    oip_response_t            resp;
-    ngx_http_oip_loc_conf_t  *olcf;
+    oip_alloc_t     alloc;
+    oip_header_t    ihcl;
+    oip_result_t    res;
+    oip_options_t   opt;
+    oip_framing_t   framing;
 
-    if (ctx->resp_ihcl == -2) {
-        return ngx_http_oip_send_upstream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
-                                   "upstream answer: a bad "
-                                   "Inference-Header-Content-Length");
+    (void) ngx_http_oip_header(&r->headers_out.headers, &ngx_http_oip_ihcl,
+                               &ihcl);
+
+    if (oip_response_framing(&res, &framing, &ihcl) != 0) {
+        return ngx_http_oip_send_upstream_error(r, ctx, res.status,
+                                                res.error);
     }
 
-    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
-
-    ngx_http_oip_options(olcf, &opt);
+    ngx_http_oip_options(r, &opt);
     ngx_http_oip_allocator(r, &alloc);
 
-    if (oip_response_process(&resp, &alloc, &opt, &ctx->wish,
-                             ctx->buf ? ctx->buf : (u_char *) "", ctx->len,
-                             ctx->resp_ihcl)
+    if (oip_response_process(&res, &alloc, &opt, &ctx->wish, &framing,
+                             ctx->buf ? ctx->buf : (u_char *) "", ctx->len)
         != 0)
     {
-        return ngx_http_oip_send_upstream_error(r, ctx, resp.status,
-                                                resp.error);
+        return ngx_http_oip_send_upstream_error(r, ctx, res.status,
+                                                res.error);
     }
 
-    return ngx_http_oip_send(r, ctx, &resp);
+    ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: answer %s: binary:%d body:%uz json:%uz "
+                   "segments:%uz",
+                   res.rewritten ? "reshaped" : "already as asked",
+                   res.binary, res.body_len, res.header_len, res.nsegs);
+
+    return ngx_http_oip_send(r, ctx, &res);
 }
 
 
 static ngx_int_t
 ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
-    oip_response_t *resp)
+    oip_result_t *res)
 {
-    size_t            i;
     u_char           *p;
     ngx_int_t         rc;
     ngx_str_t         v;
     ngx_buf_t        *b;
-    ngx_uint_t        count;
-    ngx_chain_t      *out, *cl, **ll;
+    oip_seg_t         held;
+    ngx_chain_t      *out;
+    oip_header_t      ihcl;
     ngx_table_elt_t  *h;
 
     ctx->sent = 1;
 
-    out = NULL;
-    ll = &out;
-    b = NULL;
-
-    if (!resp->rewritten) {
-        /* the tensors were right as they came */
-
-        if (ctx->len) {
-            b = ngx_calloc_buf(r->pool);
-            cl = ngx_alloc_chain_link(r->pool);
-
-            if (b == NULL || cl == NULL) {
-                return NGX_ERROR;
-            }
-
-            b->pos = ctx->buf;
-            b->last = ctx->buf + ctx->len;
-            b->memory = 1;
-
-            cl->buf = b;
-            *ll = cl;
-            ll = &cl->next;
-        }
+    if (res->rewritten) {
+        rc = ngx_http_oip_chain(r, res->segs, res->nsegs, &out, &b);
+        ngx_http_clear_etag(r);
 
     } else {
-        for (i = 0; i < resp->nsegs; i++) {
-            if (resp->segs[i].len == 0) {
-                continue;
-            }
+        /* the tensors were right as they came */
+        held.data = ctx->buf;
+        held.len = ctx->len;
+        rc = ngx_http_oip_chain(r, &held, 1, &out, &b);
+    }
 
-            b = ngx_calloc_buf(r->pool);
-            cl = ngx_alloc_chain_link(r->pool);
-
-            if (b == NULL || cl == NULL) {
-                return NGX_ERROR;
-            }
-
-            b->pos = (u_char *) resp->segs[i].data;
-            b->last = b->pos + resp->segs[i].len;
-            b->memory = 1;
-
-            cl->buf = b;
-            *ll = cl;
-            ll = &cl->next;
-        }
-
-        ngx_http_clear_etag(r);
+    if (rc != NGX_OK) {
+        return NGX_ERROR;
     }
 
     /*
@@ -529,69 +496,53 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
      * binary answers in their own ways (a lower-case IHCL, a JSON type).
      */
 
-    h = ngx_http_oip_header_find(&r->headers_out.headers, NGX_HTTP_OIP_IHCL,
-                                 sizeof(NGX_HTTP_OIP_IHCL) - 1, &count);
-    while (h) {
+    while ((h = ngx_http_oip_header(&r->headers_out.headers,
+                                    &ngx_http_oip_ihcl, &ihcl))
+           != NULL)
+    {
         h->hash = 0;
-        h = ngx_http_oip_header_find(&r->headers_out.headers,
-                                     NGX_HTTP_OIP_IHCL,
-                                     sizeof(NGX_HTTP_OIP_IHCL) - 1, &count);
     }
 
-    if (resp->binary) {
+    if (res->binary) {
         p = ngx_pnalloc(r->pool, NGX_SIZE_T_LEN);
         if (p == NULL) {
             return NGX_ERROR;
         }
 
         v.data = p;
-        v.len = ngx_sprintf(p, "%uz", resp->header_len) - p;
+        v.len = ngx_sprintf(p, "%uz", res->header_len) - p;
 
-        h = ngx_list_push(&r->headers_out.headers);
-        if (h == NULL) {
+        if (ngx_http_oip_header_push(&r->headers_out.headers,
+                                     &ngx_http_oip_ihcl, &v)
+            == NULL)
+        {
             return NGX_ERROR;
         }
-
-        h->hash = 1;
-        ngx_str_set(&h->key, NGX_HTTP_OIP_IHCL);
-        h->value = v;
-        h->lowcase_key = NULL;
-#if (nginx_version >= 1023000)
-        h->next = NULL;
-#endif
-
-        ngx_str_set(&r->headers_out.content_type, "application/octet-stream");
-
-    } else {
-        ngx_str_set(&r->headers_out.content_type, "application/json");
     }
 
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-    r->headers_out.content_type_lowcase = NULL;
-    r->headers_out.charset.len = 0;
+    ngx_http_oip_content_type(r, res->content_type);
 
     if (r->headers_out.content_length) {
         r->headers_out.content_length->hash = 0;
         r->headers_out.content_length = NULL;
     }
 
-    r->headers_out.content_length_n = resp->rewritten ? (off_t) resp->body_len
-                                                      : (off_t) ctx->len;
+    r->headers_out.content_length_n = res->body_len;
 
     if (out == NULL) {
-        b = ngx_calloc_buf(r->pool);
-        cl = ngx_alloc_chain_link(r->pool);
+        /* an empty answer: a lone last buffer */
 
-        if (b == NULL || cl == NULL) {
+        b = ngx_calloc_buf(r->pool);
+        out = ngx_alloc_chain_link(r->pool);
+
+        if (b == NULL || out == NULL) {
             return NGX_ERROR;
         }
 
-        cl->buf = b;
-        out = cl;
-        ll = &cl->next;
+        out->buf = b;
+        out->next = NULL;
     }
 
-    *ll = NULL;
     b->last_buf = 1;
 
     rc = ngx_http_next_header_filter(r);
@@ -610,38 +561,25 @@ static ngx_int_t
 ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, ngx_uint_t status, const char *msg)
 {
-    size_t        len, n;
-    u_char       *p;
     ngx_int_t     rc;
     ngx_buf_t    *b;
     ngx_chain_t   out;
 
     ctx->sent = 1;
 
-    n = ngx_strlen(msg);
-
     ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                   "oip: model \"%V\": %s", &ctx->model, msg);
 
-    len = sizeof("{\"error\":\"\"}") - 1
-          + oip_json_escape(NULL, (u_char *) msg, n);
-
-    b = ngx_create_temp_buf(r->pool, len);
+    b = ngx_http_oip_error_json(r, (u_char *) msg, ngx_strlen(msg));
     if (b == NULL) {
         return NGX_ERROR;
     }
 
-    p = ngx_cpymem(b->last, "{\"error\":\"", sizeof("{\"error\":\"") - 1);
-    p += oip_json_escape(p, (u_char *) msg, n);
-    b->last = ngx_cpymem(p, "\"}", 2);
-    b->last_buf = 1;
-
     ngx_http_clean_header(r);
 
     r->headers_out.status = status;
-    r->headers_out.content_length_n = len;
-    ngx_str_set(&r->headers_out.content_type, "application/json");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_http_oip_content_type(r, OIP_TYPE_JSON);
     r->keepalive = 0;
 
     rc = ngx_http_next_header_filter(r);

@@ -4,7 +4,8 @@
  *
  * The request path: a PRECONTENT handler reads the whole body, hands it
  * to the codec and puts the codec's segments in place of the body, with
- * the headers that go with them, before the proxy builds its request.
+ * the headers that go with them, before the proxy builds its request
+ * (the mirror module's way of reading a body before the content phase).
  */
 
 
@@ -17,33 +18,53 @@
 #define NGX_HTTP_OIP_ENCODING  0x04    /* no Accept-Encoding upstream */
 
 
-static void ngx_http_oip_cleanup(void *data);
+static ngx_int_t ngx_http_oip_request_handler(ngx_http_request_t *r);
 static void ngx_http_oip_body_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_process(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
-static ngx_int_t ngx_http_oip_ihcl(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx, off_t *ihcl);
 static ngx_int_t ngx_http_oip_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char **data, size_t *len);
 static u_char *ngx_http_oip_body_join(ngx_http_request_t *r, off_t total);
 static ngx_int_t ngx_http_oip_replace(ngx_http_request_t *r,
-    oip_request_t *req);
+    oip_result_t *res);
 static ngx_int_t ngx_http_oip_headers(ngx_http_request_t *r,
-    oip_request_t *req, ngx_uint_t what);
+    oip_result_t *res, ngx_uint_t what);
 static ngx_uint_t ngx_http_oip_dropped(ngx_table_elt_t *h,
     ngx_uint_t what);
-static ngx_table_elt_t *ngx_http_oip_header_add(ngx_list_t *list,
-    char *key, ngx_str_t *value);
 static ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, ngx_uint_t status, const char *msg);
+static ngx_int_t ngx_http_oip_send_error(ngx_http_request_t *r,
+    ngx_uint_t status, ngx_str_t *msg);
+
+
+static ngx_str_t  ngx_http_oip_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
+static ngx_str_t  ngx_http_oip_encoding = ngx_string("Content-Encoding");
 
 
 ngx_int_t
+ngx_http_oip_request_init(ngx_conf_t *cf)
+{
+    ngx_http_handler_pt        *h;
+    ngx_http_core_main_conf_t  *cmcf;
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    *h = ngx_http_oip_request_handler;
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
 ngx_http_oip_request_handler(ngx_http_request_t *r)
 {
     ngx_int_t                 rc, status;
     ngx_str_t                 model;
-    ngx_pool_cleanup_t       *cln;
     ngx_http_oip_ctx_t       *ctx;
     ngx_http_oip_loc_conf_t  *olcf;
 
@@ -63,6 +84,11 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
         if (ctx->status == NGX_DONE || ctx->status == NGX_DECLINED) {
             /* still reading, or done once: an internal redirect must not
              * convert the converted body again */
+
+            ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "oip: request handler again: %s",
+                           ctx->status == NGX_DONE ? "still reading the body"
+                                                   : "body handled, passed on");
             return ctx->status;
         }
 
@@ -74,30 +100,31 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
         status = ctx->status;
         ctx->status = NGX_DECLINED;
 
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "oip: request refused with %i", status);
+
         return ngx_http_oip_send_error(r, status, &ctx->error);
     }
 
     if (r->method != NGX_HTTP_POST
         || ngx_http_oip_infer_uri(&r->uri, &model) != NGX_OK)
     {
+        ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "oip: not an infer request, passed on");
         return NGX_DECLINED;
     }
 
-    /* kept in a pool cleanup: internal redirects clear r->ctx */
-
-    cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_oip_ctx_t));
-    if (cln == NULL) {
+    ctx = ngx_http_oip_create_ctx(r);
+    if (ctx == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-
-    ctx = cln->data;
-    ngx_memzero(ctx, sizeof(ngx_http_oip_ctx_t));
 
     ctx->status = NGX_DONE;
     ctx->model = model;
 
-    cln->handler = ngx_http_oip_cleanup;
-    ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: infer request for model \"%V\", reading its body",
+                   &model);
 
     /* room for the part read with the headers: see ngx_http_oip_body_join() */
 
@@ -112,96 +139,6 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
     ngx_http_finalize_request(r, NGX_DONE);
 
     return NGX_DONE;
-}
-
-
-static void
-ngx_http_oip_cleanup(void *data)
-{
-    /* nothing to free: it only marks where the ctx lives */
-}
-
-
-ngx_http_oip_ctx_t *
-ngx_http_oip_get_ctx(ngx_http_request_t *r)
-{
-    ngx_pool_cleanup_t  *cln;
-    ngx_http_oip_ctx_t  *ctx;
-
-    ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
-
-    if (ctx == NULL && (r->internal || r->filter_finalize)) {
-        for (cln = r->pool->cleanup; cln; cln = cln->next) {
-            if (cln->handler == ngx_http_oip_cleanup) {
-                ctx = cln->data;
-                ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
-                break;
-            }
-        }
-    }
-
-    return ctx;
-}
-
-
-/* "…/v2/models/M/infer" or "…/v2/models/M/versions/V/infer" */
-
-ngx_int_t
-ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model)
-{
-    u_char  *p, *end, *seg;
-
-    static const ngx_str_t  infer = ngx_string("/infer");
-    static const ngx_str_t  models = ngx_string("/v2/models");
-    static const ngx_str_t  versions = ngx_string("/versions");
-
-#define ngx_http_oip_ends(p, end, s)                                          \
-    ((size_t) ((end) - (p)) >= (s).len                                        \
-     && ngx_strncmp((end) - (s).len, (s).data, (s).len) == 0)
-
-    p = uri->data;
-    end = p + uri->len;
-
-    if (!ngx_http_oip_ends(p, end, infer)) {
-        return NGX_DECLINED;
-    }
-
-    end -= infer.len;
-
-    for (seg = end; seg > p && seg[-1] != '/'; seg--) { /* void */ }
-
-    if (seg == end || seg == p) {
-        return NGX_DECLINED;
-    }
-
-    if (ngx_http_oip_ends(p, seg - 1, models)) {
-        model->data = seg;
-        model->len = end - seg;
-        return NGX_OK;
-    }
-
-    /* seg..end is the version */
-
-    end = seg - 1;
-
-    if (!ngx_http_oip_ends(p, end, versions)) {
-        return NGX_DECLINED;
-    }
-
-    end -= versions.len;
-
-    for (seg = end; seg > p && seg[-1] != '/'; seg--) { /* void */ }
-
-    if (seg == end || seg == p || !ngx_http_oip_ends(p, seg - 1, models)) {
-        return NGX_DECLINED;
-    }
-
-    model->data = seg;
-    model->len = end - seg;
-
-#undef ngx_http_oip_ends
-
-    return NGX_OK;
 }
 
 
@@ -222,90 +159,80 @@ ngx_http_oip_body_handler(ngx_http_request_t *r)
 static ngx_int_t
 ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    off_t                     ihcl;
-    size_t                    len;
-    u_char                   *body;
-    ngx_int_t                 rc;
-    ngx_uint_t                count, what;
-    oip_alloc_t               alloc;
-    oip_request_t             req;
-    oip_options_t             opt;
-    oip_encoding_e            enc;
-    ngx_table_elt_t          *h;
-    ngx_http_oip_loc_conf_t  *olcf;
+    size_t          len;
+    u_char         *body;
+    ngx_int_t       rc;
+    ngx_uint_t      what;
+    oip_alloc_t     alloc;
+    oip_header_t    ihcl, encoding;
+    oip_result_t    res;
+    oip_options_t   opt;
+    oip_framing_t   framing;
 
-    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+    (void) ngx_http_oip_header(&r->headers_in.headers, &ngx_http_oip_ihcl,
+                               &ihcl);
+    (void) ngx_http_oip_header(&r->headers_in.headers,
+                               &ngx_http_oip_encoding, &encoding);
 
-    enc = OIP_ENC_NONE;
-
-    h = ngx_http_oip_header_find(&r->headers_in.headers, "Content-Encoding",
-                                 sizeof("Content-Encoding") - 1, &count);
-
-    if (h && count == 1 && h->value.len == 4
-        && ngx_strncasecmp(h->value.data, (u_char *) "gzip", 4) == 0)
-    {
-        enc = OIP_ENC_GZIP;
-
-    } else if (h && count == 1 && h->value.len == 7
-               && ngx_strncasecmp(h->value.data, (u_char *) "deflate", 7)
-                  == 0)
-    {
-        enc = OIP_ENC_DEFLATE;
-
-    } else if (h && !(count == 1 && h->value.len == 8
-                      && ngx_strncasecmp(h->value.data,
-                                         (u_char *) "identity", 8) == 0))
-    {
-        return ngx_http_oip_fail(r, ctx, NGX_HTTP_UNSUPPORTED_MEDIA_TYPE,
-                                 "Content-Encoding must be gzip, deflate or "
-                                 "identity");
+    if (oip_request_framing(&res, &framing, &ihcl, &encoding) != 0) {
+        return ngx_http_oip_fail(r, ctx, res.status, res.error);
     }
 
-    rc = ngx_http_oip_ihcl(r, ctx, &ihcl);
-    if (rc != NGX_OK) {
-        return rc;
-    }
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: IHCL %L, encoding %d", framing.ihcl,
+                   (int) framing.encoding);
 
     rc = ngx_http_oip_body(r, ctx, &body, &len);
     if (rc != NGX_OK) {
         return rc;
     }
 
-    ngx_http_oip_options(olcf, &opt);
+    ngx_http_oip_options(r, &opt);
     ngx_http_oip_allocator(r, &alloc);
 
-    if (oip_request_process(&req, &alloc, &opt, body, len, ihcl, enc) != 0) {
-        return ngx_http_oip_fail(r, ctx, req.status, req.error);
+    if (oip_request_process(&res, &alloc, &opt, &framing, body, len) != 0) {
+        return ngx_http_oip_fail(r, ctx, res.status, res.error);
     }
 
-    ctx->wish = req.wish;
-    ctx->manage = req.manage;
+    ngx_log_debug8(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: request valid: rewritten:%d raw:%d "
+                   "decompressed:%d binary:%d body:%uz json:%uz "
+                   "segments:%uz manage:%d",
+                   res.rewritten, res.raw, res.decompressed, res.binary,
+                   res.body_len, res.header_len, res.nsegs, res.manage);
 
-    if (req.rewritten && ngx_http_oip_replace(r, &req) != NGX_OK) {
+    ctx->wish = res.wish;
+    ctx->manage = res.manage;
+
+    if (res.rewritten && ngx_http_oip_replace(r, &res) != NGX_OK) {
         goto nomem;
     }
 
     /*
      * The headers describe the body sent: framing when it was rewritten,
-     * a Content-Type that matches it whenever inputs are not kept as
-     * sent (a runtime may go by it), no Accept-Encoding when the answer
-     * may be rewritten.
+     * the Content-Type the codec gives, no Accept-Encoding when the
+     * answer may be reshaped.
      */
 
     what = 0;
 
-    if (req.rewritten) {
+    if (res.rewritten) {
         what |= NGX_HTTP_OIP_FRAMING;
+    }
 
-    } else if (opt.inputs != OIP_FORM_KEEP && !req.raw) {
+    if (res.content_type) {
         what |= NGX_HTTP_OIP_TYPE;
     }
 
-    if (req.manage) {
+    if (res.manage) {
         what |= NGX_HTTP_OIP_ENCODING;
     }
 
-    if (what && ngx_http_oip_headers(r, &req, what) != NGX_OK) {
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: request headers changed: 0x%xi, Content-Type %s",
+                   what, res.content_type ? res.content_type : "as sent");
+
+    if (what && ngx_http_oip_headers(r, &res, what) != NGX_OK) {
         goto nomem;
     }
 
@@ -315,43 +242,6 @@ nomem:
 
     return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
                              "out of memory");
-}
-
-
-static ngx_int_t
-ngx_http_oip_ihcl(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
-    off_t *ihcl)
-{
-    uint64_t          n;
-    ngx_uint_t        count;
-    ngx_table_elt_t  *h;
-
-    *ihcl = -1;
-
-    h = ngx_http_oip_header_find(&r->headers_in.headers, NGX_HTTP_OIP_IHCL,
-                                 sizeof(NGX_HTTP_OIP_IHCL) - 1, &count);
-    if (h == NULL) {
-        return NGX_OK;
-    }
-
-    if (count > 1) {
-        return ngx_http_oip_fail(r, ctx, NGX_HTTP_BAD_REQUEST,
-                                 "Inference-Header-Content-Length appears "
-                                 "more than once");
-    }
-
-    if (oip_ihcl_parse(h->value.data, h->value.len, &n) != 0
-        || n > (uint64_t) NGX_MAX_OFF_T_VALUE)
-    {
-        return ngx_http_oip_fail(r, ctx, NGX_HTTP_BAD_REQUEST,
-                                 "Inference-Header-Content-Length must be "
-                                 "a decimal number without sign or leading "
-                                 "zeros");
-    }
-
-    *ihcl = (off_t) n;
-
-    return NGX_OK;
 }
 
 
@@ -411,6 +301,9 @@ ngx_http_oip_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     }
 
     if (cl == NULL) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "oip: body of %O bytes already in one piece", total);
+
         *data = r->request_body->bufs->buf->pos;
         *len = (size_t) total;
         return NGX_OK;
@@ -423,6 +316,10 @@ ngx_http_oip_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         *len = (size_t) total;
         return NGX_OK;
     }
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: body of %O bytes copied into one piece%s", total,
+                   r->request_body->temp_file ? ", from its file" : "");
 
     cl = r->request_body->bufs;
 
@@ -539,51 +436,21 @@ ngx_http_oip_body_join(ngx_http_request_t *r, off_t total)
 
 
 static ngx_int_t
-ngx_http_oip_replace(ngx_http_request_t *r, oip_request_t *req)
+ngx_http_oip_replace(ngx_http_request_t *r, oip_result_t *res)
 {
-    size_t                    i;
-    ngx_buf_t                *b;
-    ngx_chain_t              *cl, **ll;
+    ngx_buf_t                *last;
     ngx_http_request_body_t  *rb;
 
     rb = r->request_body;
 
-    ll = &rb->bufs;
-    b = NULL;
-
-    for (i = 0; i < req->nsegs; i++) {
-
-        if (req->segs[i].len == 0) {
-            continue;
-        }
-
-        b = ngx_calloc_buf(r->pool);
-        if (b == NULL) {
-            return NGX_ERROR;
-        }
-
-        /* pos == start: an upstream retry rewinds to start */
-
-        b->start = (u_char *) req->segs[i].data;
-        b->pos = b->start;
-        b->last = b->start + req->segs[i].len;
-        b->end = b->last;
-        b->memory = 1;
-
-        cl = ngx_alloc_chain_link(r->pool);
-        if (cl == NULL) {
-            return NGX_ERROR;
-        }
-
-        cl->buf = b;
-        *ll = cl;
-        ll = &cl->next;
+    if (ngx_http_oip_chain(r, res->segs, res->nsegs, &rb->bufs, &last)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
     }
 
-    *ll = NULL;
-
-    if (b) {
-        b->last_buf = 1;
+    if (last) {
+        last->last_buf = 1;
     }
 
     if (rb->temp_file) {
@@ -591,7 +458,7 @@ ngx_http_oip_replace(ngx_http_request_t *r, oip_request_t *req)
         rb->temp_file = NULL;
     }
 
-    r->headers_in.content_length_n = req->body_len;
+    r->headers_in.content_length_n = res->body_len;
     r->headers_in.chunked = 0;
 
     return NGX_OK;
@@ -604,7 +471,7 @@ ngx_http_oip_replace(ngx_http_request_t *r, oip_request_t *req)
  */
 
 static ngx_int_t
-ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req,
+ngx_http_oip_headers(ngx_http_request_t *r, oip_result_t *res,
     ngx_uint_t what)
 {
     u_char           *p;
@@ -613,6 +480,9 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req,
     ngx_list_t        list;
     ngx_list_part_t  *part;
     ngx_table_elt_t  *h, *nh;
+
+    static ngx_str_t  content_length = ngx_string("Content-Length");
+    static ngx_str_t  content_type = ngx_string("Content-Type");
 
     n = 0;
 
@@ -664,19 +534,19 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req,
         }
 
         v.data = p;
-        v.len = ngx_sprintf(p, "%uz", req->body_len) - p;
+        v.len = ngx_sprintf(p, "%uz", res->body_len) - p;
 
-        r->headers_in.content_length = ngx_http_oip_header_add(&list,
-                                                       "Content-Length", &v);
+        r->headers_in.content_length = ngx_http_oip_header_push(&list,
+                                                     &content_length, &v);
         if (r->headers_in.content_length == NULL) {
             return NGX_ERROR;
         }
 
-        if (req->binary) {
+        if (res->binary) {
             v.data = p + NGX_OFF_T_LEN;
-            v.len = ngx_sprintf(v.data, "%uz", req->header_len) - v.data;
+            v.len = ngx_sprintf(v.data, "%uz", res->header_len) - v.data;
 
-            if (ngx_http_oip_header_add(&list, NGX_HTTP_OIP_IHCL, &v)
+            if (ngx_http_oip_header_push(&list, &ngx_http_oip_ihcl, &v)
                 == NULL)
             {
                 return NGX_ERROR;
@@ -686,16 +556,12 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_request_t *req,
         r->headers_in.transfer_encoding = NULL;
     }
 
-    if (what & (NGX_HTTP_OIP_FRAMING|NGX_HTTP_OIP_TYPE)) {
-        if (req->binary) {
-            ngx_str_set(&v, "application/octet-stream");
+    if (what & NGX_HTTP_OIP_TYPE) {
+        v.data = (u_char *) res->content_type;
+        v.len = ngx_strlen(res->content_type);
 
-        } else {
-            ngx_str_set(&v, "application/json");
-        }
-
-        r->headers_in.content_type = ngx_http_oip_header_add(&list,
-                                                       "Content-Type", &v);
+        r->headers_in.content_type = ngx_http_oip_header_push(&list,
+                                                       &content_type, &v);
         if (r->headers_in.content_type == NULL) {
             return NGX_ERROR;
         }
@@ -740,38 +606,6 @@ ngx_http_oip_dropped(ngx_table_elt_t *h, ngx_uint_t what)
 }
 
 
-static ngx_table_elt_t *
-ngx_http_oip_header_add(ngx_list_t *list, char *key, ngx_str_t *value)
-{
-    size_t            len;
-    ngx_table_elt_t  *h;
-
-    h = ngx_list_push(list);
-    if (h == NULL) {
-        return NULL;
-    }
-
-    len = ngx_strlen(key);
-
-    h->key.data = (u_char *) key;
-    h->key.len = len;
-    h->value = *value;
-
-    h->lowcase_key = ngx_pnalloc(list->pool, len);
-    if (h->lowcase_key == NULL) {
-        return NULL;
-    }
-
-    h->hash = ngx_hash_strlow(h->lowcase_key, h->key.data, len);
-
-#if (nginx_version >= 1023000)
-    h->next = NULL;
-#endif
-
-    return h;
-}
-
-
 static ngx_int_t
 ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_uint_t status, const char *msg)
@@ -798,37 +632,22 @@ ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
 /* {"error":"..."} with the given status, instead of nginx's HTML pages */
 
-ngx_int_t
+static ngx_int_t
 ngx_http_oip_send_error(ngx_http_request_t *r, ngx_uint_t status,
     ngx_str_t *msg)
 {
-    size_t        len;
-    u_char       *p;
     ngx_int_t     rc;
     ngx_buf_t    *b;
     ngx_chain_t   out;
 
-    len = sizeof("{\"error\":\"\"}") - 1
-          + oip_json_escape(NULL, msg->data, msg->len);
-
-    b = ngx_create_temp_buf(r->pool, len);
+    b = ngx_http_oip_error_json(r, msg->data, msg->len);
     if (b == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    p = ngx_cpymem(b->last, "{\"error\":\"", sizeof("{\"error\":\"") - 1);
-    p += oip_json_escape(p, msg->data, msg->len);
-    p = ngx_cpymem(p, "\"}", 2);
-
-    b->last = p;
-    b->last_buf = (r == r->main) ? 1 : 0;
-    b->last_in_chain = 1;
-
     r->headers_out.status = status;
-    r->headers_out.content_length_n = len;
-    ngx_str_set(&r->headers_out.content_type, "application/json");
-    r->headers_out.content_type_len = r->headers_out.content_type.len;
-    r->headers_out.content_type_lowcase = NULL;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_http_oip_content_type(r, OIP_TYPE_JSON);
 
     rc = ngx_http_send_header(r);
 

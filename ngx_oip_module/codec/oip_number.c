@@ -25,7 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "oip_internal.h"
+#include "oip_number.h"
 #include "oip_tables.h"
 
 
@@ -100,6 +100,7 @@ static const oip_fmt_t  oip_fmt32 = { 23, -127, 0xff, -64, 38, -17, 10 };
 
 
 static void oip_dec_make(const oip_num_t *n, oip_dec_t *d);
+static int oip_num_exact(const oip_num_t *n, oip_dec_t *d, double *x);
 static int oip_num_text(const oip_num_t *n, char *buf, size_t size);
 static locale_t oip_c_locale(void);
 static double oip_strtod(const char *s);
@@ -108,12 +109,12 @@ static uint64_t oip_eisel_lemire(const oip_fmt_t *f, uint64_t w, int64_t q);
 static int oip_decide(const oip_fmt_t *f, const oip_dec_t *d,
     uint64_t *bits);
 static uint16_t oip_double_to_half(double d, unsigned mbits, unsigned ebits);
-static double oip_half_to_double(uint16_t h, unsigned mbits,
-    unsigned ebits);
-static u_char *oip_print_special(u_char *p, int neg, int inf);
-static u_char *oip_print_decimal(u_char *p, uint64_t f, int e);
-static u_char *oip_schubfach64(u_char *p, uint64_t bits);
-static u_char *oip_schubfach32(u_char *p, uint32_t c, int q, int p_bits,
+static uint8_t *oip_print_special(uint8_t *p, int neg, int inf);
+static uint8_t *oip_print_decimal(uint8_t *p, uint64_t f, int e);
+static inline uint8_t *oip_schubfach_pick(uint8_t *p, uint64_t vb,
+    uint64_t vbl, uint64_t vbr, int out, int k);
+static uint8_t *oip_schubfach64(uint8_t *p, uint64_t bits);
+static uint8_t *oip_schubfach32(uint8_t *p, uint32_t c, int q, int p_bits,
     int q_min);
 
 
@@ -138,7 +139,7 @@ int
 oip_num_u64(const oip_num_t *n, uint64_t *v)
 {
     uint64_t       x, d;
-    const u_char  *p, *end;
+    const uint8_t *p, *end;
 
     if (n->special || n->has_frac || n->has_exp) {
         return OIP_NUM_NOT_INT;
@@ -167,7 +168,7 @@ oip_num_u64(const oip_num_t *n, uint64_t *v)
 static void
 oip_dec_make(const oip_num_t *n, oip_dec_t *d)
 {
-    const u_char  *p, *end;
+    const uint8_t *p, *end;
 
     d->w = 0;
     d->nd = 0;
@@ -217,7 +218,7 @@ oip_num_text(const oip_num_t *n, char *buf, size_t size)
 {
     int64_t        point;
     size_t         nd;
-    const u_char  *p, *end;
+    const uint8_t *p, *end;
     int            seen, sticky;
 
     nd = 0;
@@ -436,6 +437,33 @@ oip_fast_decide(uint64_t w, int64_t e10, int inexact, int bits64,
 }
 
 
+/*
+ * The values that no format rounds: NaN, the infinities and the zeros.
+ * Returns 1 with *x set, or 0 with the decimal in d.
+ */
+
+static int
+oip_num_exact(const oip_num_t *n, oip_dec_t *d, double *x)
+{
+    if (n->special) {
+        *x = (n->special == OIP_NUM_NAN) ? NAN : INFINITY;
+
+    } else {
+        oip_dec_make(n, d);
+
+        if (d->w != 0 || d->inexact) {
+            return 0;
+        }
+
+        *x = 0.0;
+    }
+
+    *x = n->neg ? -*x : *x;
+
+    return 1;
+}
+
+
 int
 oip_num_double(const oip_num_t *n, double *v)
 {
@@ -444,16 +472,7 @@ oip_num_double(const oip_num_t *n, double *v)
     oip_dec_t  d;
     char       buf[OIP_DIGITS_MAX + 48];
 
-    if (n->special) {
-        x = (n->special == OIP_NUM_NAN) ? NAN : INFINITY;
-        *v = n->neg ? -x : x;
-        return OIP_NUM_OK;
-    }
-
-    oip_dec_make(n, &d);
-
-    if (d.w == 0 && !d.inexact) {
-        *v = n->neg ? -0.0 : 0.0;
+    if (oip_num_exact(n, &d, v)) {
         return OIP_NUM_OK;
     }
 
@@ -483,21 +502,14 @@ int
 oip_num_float(const oip_num_t *n, float *v)
 {
     float      x;
+    double     y;
     uint32_t   b32;
     uint64_t   bits;
     oip_dec_t  d;
     char       buf[OIP_DIGITS_MAX + 48];
 
-    if (n->special) {
-        x = (n->special == OIP_NUM_NAN) ? NAN : INFINITY;
-        *v = n->neg ? -x : x;
-        return OIP_NUM_OK;
-    }
-
-    oip_dec_make(n, &d);
-
-    if (d.w == 0 && !d.inexact) {
-        *v = n->neg ? -0.0f : 0.0f;
+    if (oip_num_exact(n, &d, &y)) {
+        *v = (float) y;     /* exact: NaN, an infinity or a zero */
         return OIP_NUM_OK;
     }
 
@@ -588,33 +600,6 @@ oip_double_to_half(double d, unsigned mbits, unsigned ebits)
 }
 
 
-static double
-oip_half_to_double(uint16_t h, unsigned mbits, unsigned ebits)
-{
-    int       e, bias;
-    double    v;
-    unsigned  m, emask;
-
-    bias = (1 << (ebits - 1)) - 1;
-    emask = (1u << ebits) - 1;
-
-    e = (h >> mbits) & emask;
-    m = h & ((1u << mbits) - 1);
-
-    if (e == (int) emask) {
-        v = m ? NAN : INFINITY;
-
-    } else if (e == 0) {
-        v = ldexp((double) m, 1 - bias - (int) mbits);
-
-    } else {
-        v = ldexp((double) (m | (1u << mbits)), e - bias - (int) mbits);
-    }
-
-    return (h >> (mbits + ebits)) ? -v : v;
-}
-
-
 uint16_t
 oip_double_to_fp16(double d)
 {
@@ -629,42 +614,28 @@ oip_double_to_bf16(double d)
 }
 
 
-double
-oip_fp16_to_double(uint16_t h)
-{
-    return oip_half_to_double(h, 10, 5);
-}
-
-
-double
-oip_bf16_to_double(uint16_t h)
-{
-    return oip_half_to_double(h, 7, 8);
-}
-
-
-u_char *
-oip_print_u64(u_char *p, uint64_t v)
+uint8_t *
+oip_print_u64(uint8_t *p, uint64_t v)
 {
     int      n;
-    u_char   tmp[20], *t;
+    uint8_t  tmp[20], *t;
 
     t = tmp + sizeof(tmp);
 
     while (v >= 100) {
         n = (int) (v % 100) * 2;
         v /= 100;
-        *--t = (u_char) oip_digits2[n + 1];
-        *--t = (u_char) oip_digits2[n];
+        *--t = (uint8_t) oip_digits2[n + 1];
+        *--t = (uint8_t) oip_digits2[n];
     }
 
     if (v >= 10) {
         n = (int) v * 2;
-        *--t = (u_char) oip_digits2[n + 1];
-        *--t = (u_char) oip_digits2[n];
+        *--t = (uint8_t) oip_digits2[n + 1];
+        *--t = (uint8_t) oip_digits2[n];
 
     } else {
-        *--t = (u_char) ('0' + v);
+        *--t = (uint8_t) ('0' + v);
     }
 
     n = (int) (tmp + sizeof(tmp) - t);
@@ -674,8 +645,8 @@ oip_print_u64(u_char *p, uint64_t v)
 }
 
 
-u_char *
-oip_print_i64(u_char *p, int64_t v)
+uint8_t *
+oip_print_i64(uint8_t *p, int64_t v)
 {
     uint64_t  neg;
 
@@ -687,8 +658,8 @@ oip_print_i64(u_char *p, int64_t v)
 }
 
 
-static u_char *
-oip_print_special(u_char *p, int neg, int inf)
+static uint8_t *
+oip_print_special(uint8_t *p, int neg, int inf)
 {
     if (!inf) {
         memcpy(p, "NaN", 3);
@@ -705,7 +676,7 @@ oip_print_special(u_char *p, int neg, int inf)
 }
 
 
-static const u_char  oip_zeros[] = "000000000000000000000000";
+static const uint8_t  oip_zeros[] = "000000000000000000000000";
 
 
 /*
@@ -730,7 +701,7 @@ oip_8digits(uint32_t v)
 
 
 static inline void
-oip_store_digits(u_char *p, uint64_t w)
+oip_store_digits(uint8_t *p, uint64_t w)
 {
     w += 0x3030303030303030ULL;
 
@@ -752,12 +723,12 @@ oip_store_digits(u_char *p, uint64_t w)
  * what follows it.
  */
 
-static u_char *
-oip_print_decimal(u_char *p, uint64_t f, int e)
+static uint8_t *
+oip_print_decimal(uint8_t *p, uint64_t f, int e)
 {
     int       nd, n, lz, tz;
     uint64_t  w0, w1, w2;
-    u_char    buf[64], *d;
+    uint8_t   buf[64], *d;
 
     w0 = 0;
     w1 = 0;
@@ -875,15 +846,58 @@ oip_rop32(uint64_t g, uint64_t cp)
 }
 
 
+/*
+ * Schubfach's last step, for both widths: the shortest decimal whose
+ * scaled value 4 * d lies in [vbl, vbr] (out: the ends count), one
+ * digit fewer first, else the nearer of s and s + 1, ties to even.
+ * From s >= 10 rather than Schubfach's 100: subnormals get their
+ * shortest too; the interval is narrower than 10^(k+1), so there is at
+ * most one such candidate.
+ */
+
+static inline uint8_t *
+oip_schubfach_pick(uint8_t *p, uint64_t vb, uint64_t vbl, uint64_t vbr,
+    int out, int k)
+{
+    int       upin, wpin, uin, win;
+    int64_t   cmp;
+    uint64_t  s, t, sp10, tp10;
+
+    s = vb >> 2;
+
+    if (s >= 10) {
+        sp10 = 10 * (s / 10);
+        tp10 = sp10 + 10;
+        upin = vbl + out <= sp10 << 2;
+        wpin = (tp10 << 2) + out <= vbr;
+
+        if (upin != wpin) {
+            return oip_print_decimal(p, upin ? sp10 : tp10, k);
+        }
+    }
+
+    t = s + 1;
+    uin = vbl + out <= s << 2;
+    win = (t << 2) + out <= vbr;
+
+    if (uin != win) {
+        return oip_print_decimal(p, uin ? s : t, k);
+    }
+
+    cmp = (int64_t) (vb - ((s + t) << 1));
+
+    return oip_print_decimal(p, (cmp < 0 || (cmp == 0 && (s & 1) == 0))
+                                ? s : t, k);
+}
+
+
 /* the shortest decimal that reads back to the double's bits */
 
-static u_char *
-oip_schubfach64(u_char *p, uint64_t bits)
+static uint8_t *
+oip_schubfach64(uint8_t *p, uint64_t bits)
 {
     int       q, bq, k, h, out, mq;
-    uint64_t  t, c, cb, cbl, cbr, vb, vbl, vbr, s, sp10, tp10;
-    int64_t   cmp;
-    int       upin, wpin, uin, win;
+    uint64_t  t, c, cb, cbl, cbr, vb, vbl, vbr;
 
     t = bits & ((1ULL << 52) - 1);
     bq = (int) (bits >> 52) & 0x7ff;
@@ -935,37 +949,7 @@ oip_schubfach64(u_char *p, uint64_t bits)
     vbr = oip_rop64(oip_g[k - OIP_G_MIN][0], oip_g[k - OIP_G_MIN][1],
                     cbr << h);
 
-    s = vb >> 2;
-
-    /*
-     * One digit fewer: Schubfach tries it from s >= 100, which holds for
-     * all but subnormals; from s >= 10 they get their shortest too.  The
-     * interval is narrower than 10^(k+1): one such candidate at most.
-     */
-
-    if (s >= 10) {
-        sp10 = 10 * (s / 10);
-        tp10 = sp10 + 10;
-        upin = vbl + out <= sp10 << 2;
-        wpin = (tp10 << 2) + out <= vbr;
-
-        if (upin != wpin) {
-            return oip_print_decimal(p, upin ? sp10 : tp10, k);
-        }
-    }
-
-    t = s + 1;
-    uin = vbl + out <= s << 2;
-    win = (t << 2) + out <= vbr;
-
-    if (uin != win) {
-        return oip_print_decimal(p, uin ? s : t, k);
-    }
-
-    cmp = (int64_t) (vb - ((s + t) << 1));
-
-    return oip_print_decimal(p, (cmp < 0 || (cmp == 0 && (s & 1) == 0))
-                                ? s : t, k);
+    return oip_schubfach_pick(p, vb, vbl, vbr, out, k);
 }
 
 
@@ -976,14 +960,12 @@ oip_schubfach64(u_char *p, uint64_t bits)
  * tests check every FP16 and BF16 value.
  */
 
-static u_char *
-oip_schubfach32(u_char *p, uint32_t c, int q, int p_bits, int q_min)
+static uint8_t *
+oip_schubfach32(uint8_t *p, uint32_t c, int q, int p_bits, int q_min)
 {
     int       k, h, out, mq;
-    uint32_t  c_min, vb, vbl, vbr, s, t, sp10, tp10;
+    uint32_t  c_min, vb, vbl, vbr;
     uint64_t  cb, cbl, cbr, g;
-    int32_t   cmp;
-    int       upin, wpin, uin, win;
 
     c_min = 1u << (p_bits - 1);
 
@@ -1017,38 +999,12 @@ oip_schubfach32(u_char *p, uint32_t c, int q, int p_bits, int q_min)
     vbl = oip_rop32(g, cbl << h);
     vbr = oip_rop32(g, cbr << h);
 
-    s = vb >> 2;
-
-    /* one digit fewer, from two digits: see oip_schubfach64() */
-
-    if (s >= 10) {
-        sp10 = 10 * (s / 10);
-        tp10 = sp10 + 10;
-        upin = vbl + out <= sp10 << 2;
-        wpin = (tp10 << 2) + out <= vbr;
-
-        if (upin != wpin) {
-            return oip_print_decimal(p, upin ? sp10 : tp10, k);
-        }
-    }
-
-    t = s + 1;
-    uin = vbl + out <= s << 2;
-    win = (t << 2) + out <= vbr;
-
-    if (uin != win) {
-        return oip_print_decimal(p, uin ? s : t, k);
-    }
-
-    cmp = (int32_t) (vb - ((s + t) << 1));
-
-    return oip_print_decimal(p, (cmp < 0 || (cmp == 0 && (s & 1) == 0))
-                                ? s : t, k);
+    return oip_schubfach_pick(p, vb, vbl, vbr, out, k);
 }
 
 
-u_char *
-oip_print_double(u_char *p, double v)
+uint8_t *
+oip_print_double(uint8_t *p, double v)
 {
     uint64_t  bits;
 
@@ -1075,8 +1031,8 @@ oip_print_double(u_char *p, double v)
 
 /* bits of a binary format with ebits of exponent and mbits of mantissa */
 
-static u_char *
-oip_print_small(u_char *p, uint32_t bits, int mbits, int ebits, int q_min)
+static uint8_t *
+oip_print_small(uint8_t *p, uint32_t bits, int mbits, int ebits, int q_min)
 {
     int       be;
     uint32_t  t, emask;
@@ -1106,8 +1062,8 @@ oip_print_small(u_char *p, uint32_t bits, int mbits, int ebits, int q_min)
 }
 
 
-u_char *
-oip_print_float(u_char *p, float v)
+uint8_t *
+oip_print_float(uint8_t *p, float v)
 {
     uint32_t  bits;
 
@@ -1117,15 +1073,15 @@ oip_print_float(u_char *p, float v)
 }
 
 
-u_char *
-oip_print_fp16(u_char *p, uint16_t h)
+uint8_t *
+oip_print_fp16(uint8_t *p, uint16_t h)
 {
     return oip_print_small(p, h, 10, 5, -24);
 }
 
 
-u_char *
-oip_print_bf16(u_char *p, uint16_t h)
+uint8_t *
+oip_print_bf16(uint8_t *p, uint16_t h)
 {
     return oip_print_small(p, h, 7, 8, -133);
 }

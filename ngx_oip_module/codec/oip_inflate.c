@@ -10,7 +10,7 @@
 
 #include <zlib.h>
 
-#include "oip_internal.h"
+#include "oip_inflate.h"
 
 
 static voidpf oip_zalloc(voidpf opaque, uInt items, uInt size);
@@ -34,12 +34,12 @@ oip_zfree(voidpf opaque, voidpf address)
 
 
 int
-oip_inflate(oip_ctx_t *c, const u_char *src, size_t len, size_t limit,
-    u_char **out, size_t *outlen)
+oip_inflate(oip_ctx_t *c, const uint8_t *src, size_t len, size_t limit,
+    uint8_t **out, size_t *outlen)
 {
     int        rc;
     size_t     cap, ncap;
-    u_char    *buf, *nbuf;
+    uint8_t   *buf, *nbuf;
     z_stream   z;
 
     if (len == 0) {
@@ -65,7 +65,7 @@ oip_inflate(oip_ctx_t *c, const u_char *src, size_t len, size_t limit,
         return -1;
     }
 
-    z.next_in = (u_char *) src;
+    z.next_in = (uint8_t *) src;
     z.next_out = buf;
 
     for ( ;; ) {

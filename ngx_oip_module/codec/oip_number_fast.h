@@ -9,11 +9,11 @@
  */
 
 
-#ifndef _OIP_FAST_H_INCLUDED_
-#define _OIP_FAST_H_INCLUDED_
+#ifndef _OIP_NUMBER_FAST_H_INCLUDED_
+#define _OIP_NUMBER_FAST_H_INCLUDED_
 
 
-#include "oip_internal.h"
+#include "oip_number.h"
 
 
 /* eight ASCII digits at once: the load is little-endian */
@@ -32,7 +32,7 @@ oip_parse_8digits(uint64_t v)
 
 
 static inline uint64_t
-oip_load8(const u_char *p)
+oip_load8(const uint8_t *p)
 {
     uint64_t  v;
 
@@ -65,7 +65,7 @@ static const uint64_t  oip_pow10u[] = {
  */
 
 static inline int
-oip_digit_run(const u_char *p, uint64_t *val)
+oip_digit_run(const uint8_t *p, uint64_t *val)
 {
     int       n;
     uint64_t  v, x, mask;
@@ -94,10 +94,31 @@ oip_digit_run(const u_char *p, uint64_t *val)
 }
 
 
-static const u_char  oip_fast_tail[256] = {
-    ['0' ... '9'] = 1, ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1,
-    ['.'] = 1, ['+'] = 1, ['-'] = 1, ['_'] = 1
-};
+/*
+ * Digits from p in runs of up to 8, while 19 still fit in *w (*nd of
+ * them so far): where they stop.  A run shorter than 8 stopped at
+ * something else than a digit.
+ */
+
+static inline __attribute__((always_inline)) const uint8_t *
+oip_digit_runs(const uint8_t *p, const uint8_t *end, uint64_t *w, int *nd)
+{
+    int       n;
+    uint64_t  run;
+
+    while (end - p >= 8 && *nd <= 11) {
+        n = oip_digit_run(p, &run);
+        *w = *w * oip_pow10u[n] + run;
+        *nd += n;
+        p += n;
+
+        if (n < 8) {
+            break;
+        }
+    }
+
+    return p;
+}
 
 
 /*
@@ -106,14 +127,15 @@ static const u_char  oip_fast_tail[256] = {
  * tokens, bad grammar): the caller's general path says what is wrong.
  */
 
-static inline __attribute__((always_inline)) const u_char *
-oip_fast_decimal(const u_char *p, const u_char *end, oip_fast_t *d)
+static inline __attribute__((always_inline)) const uint8_t *
+oip_fast_decimal(const uint8_t *p, const uint8_t *end, oip_fast_t *d)
 {
-    int       neg, n;
-    int64_t   e, ex;
-    uint64_t  w, run;
-    int       nd, inexact, eneg;
-    u_char    c;
+    int             neg, n;
+    int64_t         e, ex;
+    uint64_t        w;
+    int             nd, inexact, eneg;
+    uint8_t         c;
+    const uint8_t  *q;
 
     neg = 0;
     w = 0;
@@ -133,26 +155,14 @@ oip_fast_decimal(const u_char *p, const u_char *end, oip_fast_t *d)
     if (*p == '0') {
         p++;
 
-    } else if (end - p >= 2 && p[1] == '.' && (u_char) (*p - '0') <= 9) {
+    } else if (end - p >= 2 && p[1] == '.' && (uint8_t) (*p - '0') <= 9) {
         /* the usual tensor value has one digit before its point */
         w = *p - '0';
         nd = 1;
         p++;
 
     } else if (*p >= '1' && *p <= '9') {
-
-        /* runs of up to 8 digits, while 19 still fit in w */
-
-        while (end - p >= 8 && nd <= 11) {
-            n = oip_digit_run(p, &run);
-            w = w * oip_pow10u[n] + run;
-            nd += n;
-            p += n;
-
-            if (n < 8) {
-                break;
-            }
-        }
+        p = oip_digit_runs(p, end, &w, &nd);
 
         for ( /* void */ ; p < end && (c = *p - '0') <= 9; p++) {
             if (nd < 19) {
@@ -172,7 +182,7 @@ oip_fast_decimal(const u_char *p, const u_char *end, oip_fast_t *d)
     if (p < end && *p == '.') {
         p++;
 
-        if (p == end || (u_char) (*p - '0') > 9) {
+        if (p == end || (uint8_t) (*p - '0') > 9) {
             return NULL;
         }
 
@@ -184,17 +194,14 @@ oip_fast_decimal(const u_char *p, const u_char *end, oip_fast_t *d)
             }
         }
 
-        while (end - p >= 8 && nd <= 11) {
-            n = oip_digit_run(p, &run);
-            w = w * oip_pow10u[n] + run;
-            nd += n;
-            e -= n;
-            p += n;
+        q = oip_digit_runs(p, end, &w, &nd);
+        n = (int) (q - p);
+        e -= n;
+        p = q;
 
-            if (n < 8) {
-                /* it stopped at something else than a digit */
-                goto fraction_done;
-            }
+        if (n & 7) {
+            /* a short run: it stopped at something else than a digit */
+            goto fraction_done;
         }
 
         for ( /* void */ ; p < end && (c = *p - '0') <= 9; p++) {
@@ -226,7 +233,7 @@ fraction_done:
             p++;
         }
 
-        if (p == end || (u_char) (*p - '0') > 9) {
+        if (p == end || (uint8_t) (*p - '0') > 9) {
             return NULL;
         }
 
@@ -239,7 +246,7 @@ fraction_done:
         e += eneg ? -ex : ex;
     }
 
-    if (p < end && oip_fast_tail[*p]) {
+    if (p < end && oip_json_num_tail[*p]) {
         return NULL;
     }
 
@@ -259,13 +266,13 @@ done:
  * anything else, or a magnitude past 2^64 - 1.
  */
 
-static inline const u_char *
-oip_fast_integer(const u_char *p, const u_char *end, uint64_t *mag,
+static inline const uint8_t *
+oip_fast_integer(const uint8_t *p, const uint8_t *end, uint64_t *mag,
     int *neg)
 {
-    uint64_t  w, run;
-    u_char    c;
-    int       nd, n;
+    uint64_t  w;
+    uint8_t   c;
+    int       nd;
 
     *neg = (*p == '-');
     p += *neg;
@@ -281,17 +288,7 @@ oip_fast_integer(const u_char *p, const u_char *end, uint64_t *mag,
         p++;
 
     } else if (*p >= '1' && *p <= '9') {
-
-        while (end - p >= 8 && nd <= 11) {
-            n = oip_digit_run(p, &run);
-            w = w * oip_pow10u[n] + run;
-            nd += n;
-            p += n;
-
-            if (n < 8) {
-                break;
-            }
-        }
+        p = oip_digit_runs(p, end, &w, &nd);
 
         for ( /* void */ ; p < end && (c = *p - '0') <= 9; p++) {
             if (w > (UINT64_MAX - c) / 10) {
@@ -305,7 +302,7 @@ oip_fast_integer(const u_char *p, const u_char *end, uint64_t *mag,
         return NULL;
     }
 
-    if (p < end && oip_fast_tail[*p]) {
+    if (p < end && oip_json_num_tail[*p]) {
         return NULL;
     }
 
@@ -389,4 +386,4 @@ oip_fast_float(const oip_fast_t *d, uint32_t *bits)
 }
 
 
-#endif /* _OIP_FAST_H_INCLUDED_ */
+#endif /* _OIP_NUMBER_FAST_H_INCLUDED_ */

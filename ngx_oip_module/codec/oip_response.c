@@ -2,20 +2,20 @@
 /*
  * Copyright (C) ngx_oip_module authors
  *
- * Inference responses: each output given to the client in the form it
- * asked for (SPEC 2's rule, kept from its request), whatever the upstream
- * did.  Outputs already in that form stay byte for byte; an answer that
- * cannot be parsed is the upstream's fault: 502.
+ * Inference answers, a kind of message for oip_message.c's pipeline:
+ * each output given to the client in the form it asked for (SPEC 2's
+ * rule, kept from its request), whatever the upstream did.  Outputs
+ * already in that form stay byte for byte; an answer that cannot be
+ * parsed, its IHCL included, is the upstream's fault: 502.
  */
 
 
 #include <stdio.h>
 
-#include "oip_internal.h"
+#include "oip_message.h"
 
 
 typedef struct {
-    oip_ctx_t              c;
     oip_msg_t              m;
     const oip_wish_t      *wish;
     uint32_t              *table;      /* wish lookup, when it is long */
@@ -23,7 +23,7 @@ typedef struct {
 } oip_resp_t;
 
 
-static int oip_response_parse(oip_resp_t *rs);
+static int oip_response_envelope(oip_msg_t *m);
 static oip_act_e oip_response_act(oip_msg_t *m, oip_item_t *it);
 static int oip_wish_binary(oip_resp_t *rs, const oip_key_t *k);
 static int oip_wish_index(oip_resp_t *rs);
@@ -32,134 +32,121 @@ static int oip_wish_index(oip_resp_t *rs);
 #define OIP_WISH_LINEAR      16
 
 
+static const oip_kind_t  oip_response_kind = {
+    "response", "output",
+    oip_response_envelope, oip_response_act, NULL,
+    0,                                  /* nonempty */
+    1                                   /* bytes_stay */
+};
+
+
 int
-oip_response_process(oip_response_t *resp, const oip_alloc_t *a,
-    const oip_options_t *opt, const oip_wish_t *wish, const u_char *body,
-    size_t len, off_t ihcl)
+oip_response_framing(oip_result_t *res, oip_framing_t *f,
+    const oip_header_t *ihcl)
 {
-    int          binary;
-    char         msg[OIP_ERROR_LEN];
-    size_t       hlen;
-    oip_resp_t   rs;
+    uint64_t  n;
 
-    memset(resp, 0, sizeof(oip_response_t));
-    memset(&rs, 0, sizeof(oip_resp_t));
+    memset(res, 0, sizeof(oip_result_t));
 
-    rs.c.alloc = a;
-    rs.c.error = resp->error;
-    rs.c.max_tensor_size = opt->max_tensor_size;
-    rs.wish = wish;
+    f->ihcl = -1;
+    f->encoding = OIP_ENC_NONE;
 
-    if (ihcl > 0 && (uint64_t) ihcl > len) {
-        oip_fail(&rs.c, 400, "Inference-Header-Content-Length %lld exceeds "
-                 "the body length %zu", (long long) ihcl, len);
-        goto failed;
+    if (ihcl->count == 0) {
+        return 0;
     }
 
-    if (ihcl == 0) {
-        oip_fail(&rs.c, 400, "Inference-Header-Content-Length is 0");
-        goto failed;
-    }
-
-    hlen = (ihcl > 0) ? (size_t) ihcl : len;
-
-    if (hlen > opt->max_json_size) {
-        oip_fail(&rs.c, 400, "the JSON of %zu bytes exceeds "
-                 "oip_max_json_size (%zu)", hlen, opt->max_json_size);
-        goto failed;
-    }
-
-    oip_msg_init(&rs.m, &rs.c, body, hlen, body + hlen, len - hlen,
-                 opt->max_depth);
-
-    rs.m.has_ihcl = (ihcl > 0);
-    rs.m.what = "output";
-    rs.m.bytes_stay = 1;
-    rs.m.act = oip_response_act;
-    rs.m.data = &rs;
-
-    if (oip_wish_index(&rs) != 0) {
-        goto failed;
-    }
-
-    if (oip_response_parse(&rs) != 0) {
-        oip_msg_syntax_first(&rs.m);
-        goto failed;
-    }
-
-    if (oip_msg_layout(&rs.m) != 0 || oip_msg_edits(&rs.m) != 0) {
-        goto failed;
-    }
-
-    if (rs.m.nedits == 0) {
-        /* every output is in the form asked for already */
-        resp->binary = rs.m.has_ihcl;
-        resp->header_len = hlen;
-        resp->body_len = len;
-        goto done;
-    }
-
-    if (oip_msg_build(&rs.m, opt->max_json_size, &resp->segs, &resp->nsegs,
-                      &resp->header_len, &resp->body_len, &binary)
-        != 0)
+    if (ihcl->count > 1
+        || oip_ihcl_parse(ihcl->data, ihcl->len, &n) != 0
+        || n > (uint64_t) INT64_MAX)
     {
-        goto failed;
+        snprintf(res->error, OIP_ERROR_LEN, "upstream answer: a bad "
+                 "Inference-Header-Content-Length");
+        return res->status = 502;
     }
 
-    if (resp->header_len > opt->max_json_size) {
-        oip_fail(&rs.c, 413, "as JSON it would exceed oip_max_json_size "
-                 "(%zu bytes)", opt->max_json_size);
-        goto failed;
+    f->ihcl = (int64_t) n;
+
+    return 0;
+}
+
+
+int
+oip_response_process(oip_result_t *res, const oip_alloc_t *a,
+    const oip_options_t *opt, const oip_wish_t *wish, const oip_framing_t *f,
+    const uint8_t *body, size_t len)
+{
+    int         rc;
+    char        msg[OIP_ERROR_LEN];
+    oip_ctx_t  *c;
+    oip_resp_t  rs;
+
+    memset(&rs, 0, sizeof(oip_resp_t));
+    oip_msg_init(&rs.m, &oip_response_kind, opt, a, res);
+
+    rs.m.data = &rs;
+    rs.wish = wish;
+    c = &rs.m.c;
+
+    if (f->ihcl == 0) {
+        oip_fail(c, 400, "Inference-Header-Content-Length is 0");
+        rc = -1;
+
+    } else {
+        rc = oip_msg_split(&rs.m, f, body, len);
     }
 
-    resp->rewritten = 1;
-    resp->binary = binary;
+    if (rc == 0) {
+        rc = oip_wish_index(&rs);
+    }
 
-done:
+    if (rc == 0) {
+        rc = oip_msg_run(&rs.m, res);
+    }
 
-    oip_msg_done(&rs.m);
-    oip_free(&rs.c, rs.table);
+    oip_free(c, rs.table);
 
-    return resp->status = 0;
+    if (rc == 0) {
+        /* the headers say what the body is, whoever answered */
+        res->content_type = res->binary ? OIP_TYPE_BINARY : OIP_TYPE_JSON;
+        return res->status = 0;
+    }
 
-failed:
-
-    oip_msg_done(&rs.m);
-    oip_free(&rs.c, rs.table);
-
-    if (rs.c.status == 500) {
-        return resp->status = 500;
+    if (c->status == 500) {
+        return res->status = 500;
     }
 
     /* whatever the check, a bad answer is the upstream's fault */
 
-    if (rs.c.status == 0) {
+    if (c->status == 0) {
         snprintf(msg, sizeof(msg), "internal error in the response codec");
+
     } else {
-        memcpy(msg, resp->error, OIP_ERROR_LEN);
+        memcpy(msg, res->error, OIP_ERROR_LEN);
     }
 
-    snprintf(resp->error, OIP_ERROR_LEN, "upstream answer: %.*s",
+    snprintf(res->error, OIP_ERROR_LEN, "upstream answer: %.*s",
              OIP_ERROR_LEN - 20, msg);
 
-    return resp->status = 502;
+    return res->status = 502;
 }
 
 
+/* the answer's object: only its "outputs" matter here */
+
 static int
-oip_response_parse(oip_resp_t *rs)
+oip_response_envelope(oip_msg_t *m)
 {
     int          rc;
     oip_obj_t    o;
     oip_str_t    key;
     oip_json_t  *j;
 
-    j = &rs->m.j;
+    j = &m->j;
 
     oip_json_ws(j);
 
     if (j->p == j->end || *j->p != '{') {
-        return oip_fail(&rs->c, 400, "not a JSON object");
+        return oip_fail(&m->c, 400, "not a JSON object");
     }
 
     if (oip_json_object(j, &o) != 0) {
@@ -169,7 +156,7 @@ oip_response_parse(oip_resp_t *rs)
     while ((rc = oip_json_member(j, &o, &key, NULL)) == 1) {
 
         if (oip_json_str_eq(&key, "outputs", 7)) {
-            rc = oip_msg_tensors(&rs->m);
+            rc = oip_msg_tensors(m);
 
         } else {
             rc = oip_json_skip(j);
@@ -187,7 +174,7 @@ oip_response_parse(oip_resp_t *rs)
     oip_json_ws(j);
 
     if (j->p != j->end) {
-        return oip_fail(&rs->c, 400, "unexpected bytes after the JSON object "
+        return oip_fail(&m->c, 400, "unexpected bytes after the JSON object "
                         "at byte %zu", (size_t) (j->p - j->start));
     }
 
@@ -202,14 +189,14 @@ oip_response_act(oip_msg_t *m, oip_item_t *it)
     oip_key_t   k;
     oip_resp_t *rs = m->data;
 
-    if (oip_key_make(m->c, &it->name, &k) != 0) {
+    if (oip_key_make(&m->c, &it->name, &k) != 0) {
         return OIP_ACT_PASS;
     }
 
     binary = oip_wish_binary(rs, &k);
 
     if (k.owned) {
-        oip_free(m->c, (void *) k.data);
+        oip_free(&m->c, (void *) k.data);
     }
 
     if (it->data_at) {
@@ -272,7 +259,7 @@ oip_wish_index(oip_resp_t *rs)
 
     for (size = 64; size < 2 * rs->wish->n; size *= 2) { /* void */ }
 
-    rs->table = oip_alloc(&rs->c, size * sizeof(uint32_t));
+    rs->table = oip_alloc(&rs->m.c, size * sizeof(uint32_t));
     if (rs->table == NULL) {
         return -1;
     }
@@ -285,7 +272,7 @@ oip_wish_index(oip_resp_t *rs)
         s.len = rs->wish->outputs[i].len;
         s.escaped = 0;
 
-        (void) oip_key_make(&rs->c, &s, &k);
+        (void) oip_key_make(&rs->m.c, &s, &k);
 
         for (m = k.hash & rs->mask; rs->table[m]; m = (m + 1) & rs->mask) {
             /* void */

@@ -2,9 +2,11 @@
 /*
  * Copyright (C) ngx_oip_module authors
  *
- * ngx_http_oip_module: an Open Inference Protocol gateway.  Directives,
- * configuration and the registration of the request handler; the work
- * is in ngx_http_oip_request.c and in the nginx-free codec (oip_*.c).
+ * ngx_http_oip_module: an Open Inference Protocol gateway.  This file
+ * owns the directives, the configuration, the request context and the
+ * helpers both paths use, and registers the two paths: the request
+ * (ngx_http_oip_request.c) and the response (ngx_http_oip_response.c).
+ * The protocol itself is the nginx-free codec's (../codec/).
  */
 
 
@@ -17,6 +19,9 @@ static void *ngx_http_oip_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static ngx_int_t ngx_http_oip_init(ngx_conf_t *cf);
+static void ngx_http_oip_cleanup(void *data);
+static void *ngx_http_oip_alloc(void *data, size_t size);
+static void ngx_http_oip_free(void *data, void *p);
 
 
 static ngx_conf_enum_t  ngx_http_oip_forms[] = {
@@ -229,9 +234,141 @@ ngx_http_oip_raw_input(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
-void
-ngx_http_oip_options(ngx_http_oip_loc_conf_t *olcf, oip_options_t *opt)
+static ngx_int_t
+ngx_http_oip_init(ngx_conf_t *cf)
 {
+    if (ngx_http_oip_request_init(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    return ngx_http_oip_response_init(cf);
+}
+
+
+/*
+ * The context of an infer request.  It lives in a pool cleanup as well
+ * as in r->ctx: an internal redirect clears r->ctx (the realip module's
+ * technique), and the body must not be converted twice.
+ */
+
+ngx_http_oip_ctx_t *
+ngx_http_oip_create_ctx(ngx_http_request_t *r)
+{
+    ngx_pool_cleanup_t  *cln;
+    ngx_http_oip_ctx_t  *ctx;
+
+    cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_oip_ctx_t));
+    if (cln == NULL) {
+        return NULL;
+    }
+
+    ctx = cln->data;
+    ngx_memzero(ctx, sizeof(ngx_http_oip_ctx_t));
+
+    cln->handler = ngx_http_oip_cleanup;
+    ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
+
+    return ctx;
+}
+
+
+static void
+ngx_http_oip_cleanup(void *data)
+{
+    /* nothing to free: it only marks where the ctx lives */
+}
+
+
+ngx_http_oip_ctx_t *
+ngx_http_oip_get_ctx(ngx_http_request_t *r)
+{
+    ngx_pool_cleanup_t  *cln;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
+
+    if (ctx == NULL && (r->internal || r->filter_finalize)) {
+        for (cln = r->pool->cleanup; cln; cln = cln->next) {
+            if (cln->handler == ngx_http_oip_cleanup) {
+                ctx = cln->data;
+                ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
+                break;
+            }
+        }
+    }
+
+    return ctx;
+}
+
+
+/* "…/v2/models/M/infer" or "…/v2/models/M/versions/V/infer" */
+
+ngx_int_t
+ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model)
+{
+    u_char  *p, *end, *seg;
+
+    static const ngx_str_t  infer = ngx_string("/infer");
+    static const ngx_str_t  models = ngx_string("/v2/models");
+    static const ngx_str_t  versions = ngx_string("/versions");
+
+#define ngx_http_oip_ends(p, end, s)                                          \
+    ((size_t) ((end) - (p)) >= (s).len                                        \
+     && ngx_strncmp((end) - (s).len, (s).data, (s).len) == 0)
+
+    p = uri->data;
+    end = p + uri->len;
+
+    if (!ngx_http_oip_ends(p, end, infer)) {
+        return NGX_DECLINED;
+    }
+
+    end -= infer.len;
+
+    for (seg = end; seg > p && seg[-1] != '/'; seg--) { /* void */ }
+
+    if (seg == end || seg == p) {
+        return NGX_DECLINED;
+    }
+
+    if (ngx_http_oip_ends(p, seg - 1, models)) {
+        model->data = seg;
+        model->len = end - seg;
+        return NGX_OK;
+    }
+
+    /* seg..end is the version */
+
+    end = seg - 1;
+
+    if (!ngx_http_oip_ends(p, end, versions)) {
+        return NGX_DECLINED;
+    }
+
+    end -= versions.len;
+
+    for (seg = end; seg > p && seg[-1] != '/'; seg--) { /* void */ }
+
+    if (seg == end || seg == p || !ngx_http_oip_ends(p, seg - 1, models)) {
+        return NGX_DECLINED;
+    }
+
+    model->data = seg;
+    model->len = end - seg;
+
+#undef ngx_http_oip_ends
+
+    return NGX_OK;
+}
+
+
+void
+ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt)
+{
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
     opt->inputs = olcf->inputs;
     opt->outputs = olcf->outputs;
     opt->max_json_size = (size_t) olcf->max_json_size;
@@ -239,6 +376,15 @@ ngx_http_oip_options(ngx_http_oip_loc_conf_t *olcf, oip_options_t *opt)
     opt->max_depth = olcf->max_depth;
     opt->raw = olcf->raw;
     opt->raw_outputs = olcf->raw_outputs;
+}
+
+
+void
+ngx_http_oip_allocator(ngx_http_request_t *r, oip_alloc_t *alloc)
+{
+    alloc->alloc = ngx_http_oip_alloc;
+    alloc->free = ngx_http_oip_free;
+    alloc->data = r->pool;
 }
 
 
@@ -257,30 +403,23 @@ ngx_http_oip_free(void *data, void *p)
 }
 
 
-void
-ngx_http_oip_allocator(ngx_http_request_t *r, oip_alloc_t *alloc)
-{
-    alloc->alloc = ngx_http_oip_alloc;
-    alloc->free = ngx_http_oip_free;
-    alloc->data = r->pool;
-}
-
-
-/* the first header of that name (any case), and how many there are */
+/*
+ * The first header of that name (any case), and in h its value and how
+ * many times it came, as the codec takes them.
+ */
 
 ngx_table_elt_t *
-ngx_http_oip_header_find(ngx_list_t *headers, const char *name, size_t len,
-    ngx_uint_t *count)
+ngx_http_oip_header(ngx_list_t *headers, ngx_str_t *name, oip_header_t *h)
 {
     ngx_uint_t        i;
     ngx_list_part_t  *part;
-    ngx_table_elt_t  *h, *found;
+    ngx_table_elt_t  *e, *found;
 
     found = NULL;
-    *count = 0;
+    ngx_memzero(h, sizeof(oip_header_t));
 
     part = &headers->part;
-    h = part->elts;
+    e = part->elts;
 
     for (i = 0; /* void */ ; i++) {
 
@@ -290,15 +429,17 @@ ngx_http_oip_header_find(ngx_list_t *headers, const char *name, size_t len,
             }
 
             part = part->next;
-            h = part->elts;
+            e = part->elts;
             i = 0;
         }
 
-        if (h[i].hash != 0 && h[i].key.len == len
-            && ngx_strncasecmp(h[i].key.data, (u_char *) name, len) == 0)
+        if (e[i].hash != 0 && e[i].key.len == name->len
+            && ngx_strncasecmp(e[i].key.data, name->data, name->len) == 0)
         {
-            if ((*count)++ == 0) {
-                found = &h[i];
+            if (h->count++ == 0) {
+                found = &e[i];
+                h->data = e[i].value.data;
+                h->len = e[i].value.len;
             }
         }
     }
@@ -307,20 +448,117 @@ ngx_http_oip_header_find(ngx_list_t *headers, const char *name, size_t len,
 }
 
 
-static ngx_int_t
-ngx_http_oip_init(ngx_conf_t *cf)
+/* a header added to a list, hashed as nginx's own parser does it */
+
+ngx_table_elt_t *
+ngx_http_oip_header_push(ngx_list_t *list, ngx_str_t *key, ngx_str_t *value)
 {
-    ngx_http_handler_pt        *h;
-    ngx_http_core_main_conf_t  *cmcf;
+    ngx_table_elt_t  *h;
 
-    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
-
-    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PRECONTENT_PHASE].handlers);
+    h = ngx_list_push(list);
     if (h == NULL) {
-        return NGX_ERROR;
+        return NULL;
     }
 
-    *h = ngx_http_oip_request_handler;
+    h->key = *key;
+    h->value = *value;
 
-    return ngx_http_oip_response_init(cf);
+    h->lowcase_key = ngx_pnalloc(list->pool, key->len);
+    if (h->lowcase_key == NULL) {
+        return NULL;
+    }
+
+    h->hash = ngx_hash_strlow(h->lowcase_key, key->data, key->len);
+
+#if (nginx_version >= 1023000)
+    h->next = NULL;
+#endif
+
+    return h;
+}
+
+
+/* the one place the module says what its bodies are */
+
+void
+ngx_http_oip_content_type(ngx_http_request_t *r, const char *type)
+{
+    r->headers_out.content_type.data = (u_char *) type;
+    r->headers_out.content_type.len = ngx_strlen(type);
+    r->headers_out.content_type_len = r->headers_out.content_type.len;
+    r->headers_out.content_type_lowcase = NULL;
+    r->headers_out.charset.len = 0;
+}
+
+
+/* {"error":"..."}, the message escaped, in a last buffer */
+
+ngx_buf_t *
+ngx_http_oip_error_json(ngx_http_request_t *r, u_char *msg, size_t len)
+{
+    u_char     *p;
+    ngx_buf_t  *b;
+
+    b = ngx_create_temp_buf(r->pool, sizeof("{\"error\":\"\"}") - 1
+                                     + oip_json_escape(NULL, msg, len));
+    if (b == NULL) {
+        return NULL;
+    }
+
+    p = ngx_cpymem(b->last, "{\"error\":\"", sizeof("{\"error\":\"") - 1);
+    p += oip_json_escape(p, msg, len);
+    b->last = ngx_cpymem(p, "\"}", 2);
+
+    b->last_buf = (r == r->main) ? 1 : 0;
+    b->last_in_chain = 1;
+
+    return b;
+}
+
+
+/*
+ * The codec's segments as a chain of memory buffers; empty ones are
+ * left out, and *out is NULL if all are.  pos == start, so that an
+ * upstream retry, which rewinds a request body to start, sends it whole.
+ */
+
+ngx_int_t
+ngx_http_oip_chain(ngx_http_request_t *r, oip_seg_t *segs, size_t n,
+    ngx_chain_t **out, ngx_buf_t **last)
+{
+    size_t        i;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl, **ll;
+
+    ll = out;
+    b = NULL;
+
+    for (i = 0; i < n; i++) {
+
+        if (segs[i].len == 0) {
+            continue;
+        }
+
+        b = ngx_calloc_buf(r->pool);
+        cl = ngx_alloc_chain_link(r->pool);
+
+        if (b == NULL || cl == NULL) {
+            return NGX_ERROR;
+        }
+
+        b->start = (u_char *) segs[i].data;
+        b->pos = b->start;
+        b->last = b->start + segs[i].len;
+        b->end = b->last;
+        b->memory = 1;
+
+        cl->buf = b;
+        *ll = cl;
+        ll = &cl->next;
+    }
+
+    *ll = NULL;
+    *last = b;
+
+    return NGX_OK;
 }

@@ -11,8 +11,8 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-#include "oip_internal.h"
-#include "oip_fast.h"
+#include "oip_tensor.h"
+#include "oip_number_fast.h"
 
 
 const oip_dtype_t  oip_dtypes[] = {
@@ -57,36 +57,36 @@ static int oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
     ;
 static const char *oip_shape_str(const oip_tensor_t *t, char *buf,
     size_t size);
-static int oip_leaf(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
+static int oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     uint64_t i, oip_out_t *bytes);
 static uint64_t oip_fast_run(oip_json_t *j, const oip_tensor_t *t,
-    u_char *dst, uint64_t i, uint64_t max);
-static int oip_data_flat(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
+    uint8_t *dst, uint64_t i, uint64_t max);
+static int oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     oip_out_t *bytes);
 static int oip_data_nested(oip_json_t *j, const oip_tensor_t *t,
-    u_char *dst, oip_out_t *bytes);
+    uint8_t *dst, oip_out_t *bytes);
 
 
 static inline void
-oip_put16(u_char *p, uint16_t v)
+oip_put16(uint8_t *p, uint16_t v)
 {
-    p[0] = (u_char) v;
-    p[1] = (u_char) (v >> 8);
+    p[0] = (uint8_t) v;
+    p[1] = (uint8_t) (v >> 8);
 }
 
 
 static inline void
-oip_put32(u_char *p, uint32_t v)
+oip_put32(uint8_t *p, uint32_t v)
 {
-    p[0] = (u_char) v;
-    p[1] = (u_char) (v >> 8);
-    p[2] = (u_char) (v >> 16);
-    p[3] = (u_char) (v >> 24);
+    p[0] = (uint8_t) v;
+    p[1] = (uint8_t) (v >> 8);
+    p[2] = (uint8_t) (v >> 16);
+    p[3] = (uint8_t) (v >> 24);
 }
 
 
 static inline void
-oip_put64(u_char *p, uint64_t v)
+oip_put64(uint8_t *p, uint64_t v)
 {
     oip_put32(p, (uint32_t) v);
     oip_put32(p + 4, (uint32_t) (v >> 32));
@@ -94,14 +94,14 @@ oip_put64(u_char *p, uint64_t v)
 
 
 static inline uint16_t
-oip_get16(const u_char *p)
+oip_get16(const uint8_t *p)
 {
     return (uint16_t) (p[0] | (p[1] << 8));
 }
 
 
 static inline uint32_t
-oip_get32(const u_char *p)
+oip_get32(const uint8_t *p)
 {
     return (uint32_t) p[0] | ((uint32_t) p[1] << 8)
            | ((uint32_t) p[2] << 16) | ((uint32_t) p[3] << 24);
@@ -109,14 +109,14 @@ oip_get32(const u_char *p)
 
 
 static inline uint64_t
-oip_get64(const u_char *p)
+oip_get64(const uint8_t *p)
 {
     return (uint64_t) oip_get32(p) | ((uint64_t) oip_get32(p + 4) << 32);
 }
 
 
 oip_dtype_e
-oip_dtype_find(const u_char *s, size_t len)
+oip_dtype_find(const uint8_t *s, size_t len)
 {
     int  i;
 
@@ -144,7 +144,8 @@ oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
     va_end(args);
 
     return oip_fail(c, status, "%s '%.*s': %s", t->what,
-                    (int) oip_cut(t->name->data, t->name->len, OIP_NAME_MAX),
+                    (int) oip_utf8_cut(t->name->data, t->name->len,
+                                       OIP_NAME_MAX),
                     t->name->data, msg);
 }
 
@@ -173,13 +174,13 @@ oip_shape_str(const oip_tensor_t *t, char *buf, size_t size)
 
 
 static int
-oip_leaf(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
+oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
     oip_out_t *bytes)
 {
     float          f;
     double         d;
     size_t         len;
-    u_char         c;
+    uint8_t        c;
     uint16_t       h;
     uint32_t       u;
     uint64_t       m;
@@ -344,7 +345,7 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
     if (dst) {
         switch (oip_dtypes[dt].size) {
         case 1:
-            dst[i] = (u_char) m;
+            dst[i] = (uint8_t) m;
             break;
         case 2:
             oip_put16(dst + i * 2, (uint16_t) m);
@@ -370,24 +371,153 @@ range:
 
 
 /*
+ * One element for the fast path: its bits, and the position after it;
+ * NULL leaves it to the general path (a token, white space, a number
+ * out of range), which converts it or says what is wrong with it.
+ */
+
+static inline __attribute__((always_inline)) const uint8_t *
+oip_fast_fp32(const uint8_t *p, const uint8_t *end, int check,
+    uint32_t *bits)
+{
+    oip_fast_t  d;
+
+    p = oip_fast_decimal(p, end, &d);
+
+    if (p == NULL) {
+        return NULL;
+    }
+
+    /*
+     * Only checked: w < 10^20, so a decimal with e10 <= 18 is below
+     * 10^38, a finite float; no need to round it.
+     */
+
+    if (check && d.e10 <= 18) {
+        return p;
+    }
+
+    if (oip_fast_float(&d, bits) != 0 || (*bits & 0x7fffffff) == 0x7f800000)
+    {
+        return NULL;
+    }
+
+    return p;
+}
+
+
+static inline __attribute__((always_inline)) const uint8_t *
+oip_fast_fp64(const uint8_t *p, const uint8_t *end, int check,
+    uint64_t *bits)
+{
+    oip_fast_t  d;
+
+    p = oip_fast_decimal(p, end, &d);
+
+    if (p == NULL) {
+        return NULL;
+    }
+
+    /* as for FP32: below 10^308 */
+
+    if (check && d.e10 <= 288) {
+        return p;
+    }
+
+    if (oip_fast_double(&d, bits) != 0
+        || (*bits & 0x7fffffffffffffffULL) == 0x7ff0000000000000ULL)
+    {
+        return NULL;
+    }
+
+    return p;
+}
+
+
+static inline __attribute__((always_inline)) const uint8_t *
+oip_fast_half(const uint8_t *p, const uint8_t *end, int bf16, uint16_t *h)
+{
+    double      x;
+    uint64_t    b;
+    oip_fast_t  d;
+
+    p = oip_fast_decimal(p, end, &d);
+
+    if (p == NULL || oip_fast_double(&d, &b) != 0) {
+        return NULL;
+    }
+
+    memcpy(&x, &b, 8);
+
+    if (bf16) {
+        *h = oip_double_to_bf16(x);
+        return ((*h & 0x7fff) == 0x7f80) ? NULL : p;
+    }
+
+    *h = oip_double_to_fp16(x);
+
+    return ((*h & 0x7fff) == 0x7c00) ? NULL : p;
+}
+
+
+/* an integer within [-nlim, lim], as its two's complement bits */
+
+static inline __attribute__((always_inline)) const uint8_t *
+oip_fast_int(const uint8_t *p, const uint8_t *end, uint64_t lim,
+    uint64_t nlim, uint64_t *v)
+{
+    int       neg;
+    uint64_t  mag;
+
+    p = oip_fast_integer(p, end, &mag, &neg);
+
+    if (p == NULL || mag > (neg ? nlim : lim) || (neg && nlim == 0)) {
+        return NULL;
+    }
+
+    *v = neg ? (uint64_t) 0 - mag : mag;
+
+    return p;
+}
+
+
+/*
  * The common case, fast: plain numbers separated by a bare ',', for the
  * numeric types.  Converts from j->p while it can, at most max elements,
- * and returns how many.  It stops before anything else (white space, a
- * token, a bad or out-of-range number): the general path takes that one,
- * and converts it or says what is wrong with it.
+ * and returns how many; it stops before anything the fast path leaves
+ * to the general one.  One loop per datatype and element size: the
+ * switch is out of the loop.
  */
 
 static uint64_t
-oip_fast_run(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
+oip_fast_run(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
     uint64_t max)
 {
-    int            neg;
-    double         x;
-    uint16_t       h;
-    uint32_t       b32;
-    uint64_t       k, mag, b64, lim, nlim;
-    oip_fast_t     d;
-    const u_char  *p, *q, *start, *end;
+    uint16_t        h;
+    uint32_t        b32;
+    uint64_t        k, b64, lim, nlim;
+    const uint8_t  *p, *q, *start, *end;
+
+#define OIP_FAST_LOOP(element, store)                                         \
+    for ( ;; ) {                                                              \
+        q = element;                                                          \
+                                                                              \
+        if (q == NULL) {                                                      \
+            break;                                                            \
+        }                                                                     \
+                                                                              \
+        if (dst) {                                                            \
+            store;                                                            \
+        }                                                                     \
+                                                                              \
+        p = q;                                                                \
+                                                                              \
+        if (++k == max || end - p < 2 || *p != ',') {                         \
+            break;                                                            \
+        }                                                                     \
+                                                                              \
+        start = p + 1;                                                        \
+    }
 
     end = j->end;
     p = j->p;
@@ -397,122 +527,23 @@ oip_fast_run(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
     switch (t->dt) {
 
     case OIP_FP32:
-        for ( ;; ) {
-            q = oip_fast_decimal(start, end, &d);
-
-            if (q == NULL) {
-                break;
-            }
-
-            /*
-             * Only checked (dst NULL): w < 10^20, so a decimal with
-             * e10 <= 18 is below 10^38, a finite float; no need to
-             * round it.
-             */
-
-            if (dst == NULL && d.e10 <= 18) {
-                goto fp32_next;
-            }
-
-            if (oip_fast_float(&d, &b32) != 0
-                || (b32 & 0x7fffffff) == 0x7f800000)
-            {
-                break;
-            }
-
-            if (dst) {
-                oip_put32(dst + (i + k) * 4, b32);
-            }
-
-        fp32_next:
-
-            p = q;
-
-            if (++k == max || end - p < 2 || *p != ',') {
-                break;
-            }
-
-            start = p + 1;
-        }
-
+        OIP_FAST_LOOP(oip_fast_fp32(start, end, dst == NULL, &b32),
+                      oip_put32(dst + (i + k) * 4, b32))
         break;
 
     case OIP_FP64:
-        for ( ;; ) {
-            q = oip_fast_decimal(start, end, &d);
-
-            if (q == NULL) {
-                break;
-            }
-
-            /* as for FP32: below 10^308 */
-
-            if (dst == NULL && d.e10 <= 288) {
-                goto fp64_next;
-            }
-
-            if (oip_fast_double(&d, &b64) != 0
-                || (b64 & 0x7fffffffffffffffULL) == 0x7ff0000000000000ULL)
-            {
-                break;
-            }
-
-            if (dst) {
-                oip_put64(dst + (i + k) * 8, b64);
-            }
-
-        fp64_next:
-
-            p = q;
-
-            if (++k == max || end - p < 2 || *p != ',') {
-                break;
-            }
-
-            start = p + 1;
-        }
-
+        OIP_FAST_LOOP(oip_fast_fp64(start, end, dst == NULL, &b64),
+                      oip_put64(dst + (i + k) * 8, b64))
         break;
 
     case OIP_FP16:
+        OIP_FAST_LOOP(oip_fast_half(start, end, 0, &h),
+                      oip_put16(dst + (i + k) * 2, h))
+        break;
+
     case OIP_BF16:
-        for ( ;; ) {
-            q = oip_fast_decimal(start, end, &d);
-
-            if (q == NULL || oip_fast_double(&d, &b64) != 0) {
-                break;
-            }
-
-            memcpy(&x, &b64, 8);
-
-            if (t->dt == OIP_FP16) {
-                h = oip_double_to_fp16(x);
-
-                if ((h & 0x7fff) == 0x7c00) {
-                    break;
-                }
-
-            } else {
-                h = oip_double_to_bf16(x);
-
-                if ((h & 0x7fff) == 0x7f80) {
-                    break;
-                }
-            }
-
-            if (dst) {
-                oip_put16(dst + (i + k) * 2, h);
-            }
-
-            p = q;
-
-            if (++k == max || end - p < 2 || *p != ',') {
-                break;
-            }
-
-            start = p + 1;
-        }
-
+        OIP_FAST_LOOP(oip_fast_half(start, end, 1, &h),
+                      oip_put16(dst + (i + k) * 2, h))
         break;
 
     case OIP_BOOL:
@@ -526,42 +557,30 @@ oip_fast_run(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
         lim = oip_int_max[t->dt];
         nlim = (t->dt >= OIP_INT8) ? oip_int_negmax[t->dt] : 0;
 
-        for ( ;; ) {
-            q = oip_fast_integer(start, end, &mag, &neg);
+        switch (oip_dtypes[t->dt].size) {
 
-            if (q == NULL || mag > (neg ? nlim : lim) || (neg && nlim == 0)) {
-                break;
-            }
+        case 1:
+            OIP_FAST_LOOP(oip_fast_int(start, end, lim, nlim, &b64),
+                          dst[i + k] = (uint8_t) b64)
+            break;
 
-            if (neg) {
-                mag = (uint64_t) 0 - mag;
-            }
+        case 2:
+            OIP_FAST_LOOP(oip_fast_int(start, end, lim, nlim, &b64),
+                          oip_put16(dst + (i + k) * 2, (uint16_t) b64))
+            break;
 
-            if (dst) {
-                switch (oip_dtypes[t->dt].size) {
-                case 1:
-                    dst[i + k] = (u_char) mag;
-                    break;
-                case 2:
-                    oip_put16(dst + (i + k) * 2, (uint16_t) mag);
-                    break;
-                case 4:
-                    oip_put32(dst + (i + k) * 4, (uint32_t) mag);
-                    break;
-                default:
-                    oip_put64(dst + (i + k) * 8, mag);
-                }
-            }
+        case 4:
+            OIP_FAST_LOOP(oip_fast_int(start, end, lim, nlim, &b64),
+                          oip_put32(dst + (i + k) * 4, (uint32_t) b64))
+            break;
 
-            p = q;
-
-            if (++k == max || end - p < 2 || *p != ',') {
-                break;
-            }
-
-            start = p + 1;
+        default:
+            OIP_FAST_LOOP(oip_fast_int(start, end, lim, nlim, &b64),
+                          oip_put64(dst + (i + k) * 8, b64))
         }
     }
+
+#undef OIP_FAST_LOOP
 
     j->p = p;
 
@@ -570,7 +589,7 @@ oip_fast_run(oip_json_t *j, const oip_tensor_t *t, u_char *dst, uint64_t i,
 
 
 static int
-oip_data_flat(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
+oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     oip_out_t *bytes)
 {
     int        rc;
@@ -629,7 +648,7 @@ oip_data_flat(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
 
 
 static int
-oip_data_nested(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
+oip_data_nested(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     oip_out_t *bytes)
 {
     int         rc;
@@ -733,10 +752,10 @@ done:
  */
 
 int
-oip_data_to_binary(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
+oip_data_to_binary(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     oip_out_t *bytes)
 {
-    const u_char  *q;
+    const uint8_t *q;
 
     if (*j->p != '[') {
         return oip_tensor_fail(j->ctx, t, 400, "'data' must be an array");
@@ -755,12 +774,12 @@ oip_data_to_binary(oip_json_t *j, const oip_tensor_t *t, u_char *dst,
 
 
 int
-oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const u_char *src,
+oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
     size_t len, int status)
 {
     size_t         i;
     uint32_t       n;
-    const u_char  *p, *end;
+    const uint8_t *p, *end;
 
     if (t->dt == OIP_BOOL) {
         for (i = 0; i < len; i++) {
@@ -817,10 +836,10 @@ oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const u_char *src,
 /* a BYTES chunk, already checked, holds only valid UTF-8 */
 
 int
-oip_bytes_utf8(const u_char *src, size_t len)
+oip_bytes_utf8(const uint8_t *src, size_t len)
 {
     uint32_t       n;
-    const u_char  *p, *end;
+    const uint8_t *p, *end;
 
     p = src;
     end = src + len;
@@ -840,131 +859,19 @@ oip_bytes_utf8(const u_char *src, size_t len)
 }
 
 
-/* the known datatypes, for oip_raw_input */
-
-int
-oip_raw_input_init(oip_raw_input_t *raw, const u_char *name, size_t name_len,
-    const u_char *dt, size_t dt_len, const u_char *dims, size_t dims_len,
-    char *err, size_t err_len)
-{
-    int            neg;
-    size_t         i;
-    int64_t        v;
-    const u_char  *p, *end;
-
-    memset(raw, 0, sizeof(oip_raw_input_t));
-
-    if (name_len == 0 || name_len >= OIP_RAW_NAME
-        || !oip_utf8_valid(name, name_len))
-    {
-        snprintf(err, err_len, "the input name must be 1 to %d bytes of "
-                 "UTF-8", OIP_RAW_NAME - 1);
-        return -1;
-    }
-
-    memcpy(raw->name, name, name_len);
-
-    raw->dt = oip_dtype_find(dt, dt_len);
-
-    if (raw->dt == OIP_DT_NONE) {
-        snprintf(err, err_len, "unknown datatype \"%.*s\"",
-                 (int) oip_min(dt_len, 32), dt);
-        return -1;
-    }
-
-    if (dims_len == 0 || dims_len >= sizeof(raw->text)) {
-        goto invalid;
-    }
-
-    memcpy(raw->text + 1, dims, dims_len);
-    raw->text[0] = '[';
-    raw->text[dims_len + 1] = ']';
-
-    raw->deduced = -1;
-    p = dims;
-    end = dims + dims_len;
-
-    for (i = 0; p < end; i++) {
-
-        if (i == OIP_RAW_RANK) {
-            snprintf(err, err_len, "at most %d dimensions", OIP_RAW_RANK);
-            return -1;
-        }
-
-        neg = (*p == '-');
-        p += neg;
-
-        if (p == end || *p < '0' || *p > '9'
-            || (*p == '0' && !neg && p + 1 < end && p[1] != ','))
-        {
-            goto invalid;
-        }
-
-        for (v = 0; p < end && *p >= '0' && *p <= '9'; p++) {
-            if (v > (INT64_MAX - (*p - '0')) / 10) {
-                goto invalid;
-            }
-
-            v = v * 10 + (*p - '0');
-        }
-
-        if (neg) {
-            if (v != 1 || raw->deduced >= 0) {
-                snprintf(err, err_len, "one dimension at most may be -1, "
-                         "the others 1 or more");
-                return -1;
-            }
-
-            raw->deduced = (int) i;
-            v = -1;
-
-        } else if (v == 0) {
-            snprintf(err, err_len, "a dimension must be 1 or more, or -1");
-            return -1;
-        }
-
-        raw->dims[i] = v;
-
-        if (p < end) {
-            if (*p != ',' || p + 1 == end) {
-                goto invalid;
-            }
-
-            p++;
-        }
-    }
-
-    raw->rank = i;
-
-    if (raw->dt == OIP_BYTES && (raw->rank != 1 || raw->dims[0] != 1)) {
-        snprintf(err, err_len, "a BYTES input is one element: its "
-                 "dimensions must be \"1\"");
-        return -1;
-    }
-
-    return 0;
-
-invalid:
-
-    snprintf(err, err_len, "dimensions must be integers separated by "
-             "commas, as in \"-1,3\"");
-    return -1;
-}
-
-
 /* writes the binary tensor as a flat JSON array */
 
 int
-oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const u_char *src,
+oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
     size_t len, oip_out_t *o, int status)
 {
     float          f;
     double         d;
     size_t         i, size, n;
-    u_char        *p;
+    uint8_t       *p;
     uint32_t       v;
     uint64_t       v64;
-    const u_char  *s;
+    const uint8_t *s;
 
     if (oip_binary_check(c, t, src, len, status) != 0) {
         return -1;
@@ -1029,8 +936,8 @@ oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const u_char *src,
     switch (t->dt) {
 
     case OIP_BOOL:
-        OIP_PRINT_LOOP(p = *s ? (u_char *) memcpy(p, "true", 4) + 4
-                              : (u_char *) memcpy(p, "false", 5) + 5)
+        OIP_PRINT_LOOP(p = *s ? (uint8_t *) memcpy(p, "true", 4) + 4
+                              : (uint8_t *) memcpy(p, "false", 5) + 5)
         break;
 
     case OIP_UINT8:

@@ -10,33 +10,33 @@
  */
 
 
-#include "oip_internal.h"
+#include "oip_json.h"
 
 
 #define OIP_DUPS_LINEAR      16
 
 
-const u_char  oip_json_ws_map[256] = {
+const uint8_t  oip_json_ws_map[256] = {
     [' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r'] = 1
 };
 
 
 /* string bytes: 0 plain, 1 quote, 2 backslash, 3 control, 4 non-ASCII */
 
-static const u_char  oip_str_map[256] = {
+static const uint8_t  oip_str_map[256] = {
     [0x00 ... 0x1f] = 3, ['"'] = 1, ['\\'] = 2, [0x80 ... 0xff] = 4
 };
 
 
 /* what may not follow a number: "01", "1.2.3", "1e5e", "NaNa" */
 
-static const u_char  oip_num_tail[256] = {
+const uint8_t  oip_json_num_tail[256] = {
     ['0' ... '9'] = 1, ['a' ... 'z'] = 1, ['A' ... 'Z'] = 1,
     ['.'] = 1, ['+'] = 1, ['-'] = 1, ['_'] = 1
 };
 
 
-static const u_char  oip_value_start[256] = {
+static const uint8_t  oip_value_start[256] = {
     ['{'] = 1, ['['] = 1, ['"'] = 1, ['-'] = 1, ['0' ... '9'] = 1,
     ['t'] = 1, ['f'] = 1, ['n'] = 1, ['N'] = 1, ['I'] = 1
 };
@@ -44,7 +44,7 @@ static const u_char  oip_value_start[256] = {
 
 /* hex digit values plus one; 0 is not a hex digit */
 
-static const u_char  oip_hex[256] = {
+static const uint8_t  oip_hex[256] = {
     ['0'] = 1, ['1'] = 2, ['2'] = 3, ['3'] = 4, ['4'] = 5, ['5'] = 6,
     ['6'] = 7, ['7'] = 8, ['8'] = 9, ['9'] = 10,
     ['a'] = 11, ['b'] = 12, ['c'] = 13, ['d'] = 14, ['e'] = 15, ['f'] = 16,
@@ -52,10 +52,10 @@ static const u_char  oip_hex[256] = {
 };
 
 
-static size_t oip_utf8_seq(const u_char *p, const u_char *end);
-static int oip_hex4(const u_char *p);
-static u_char *oip_utf8_put(u_char *d, uint32_t cp);
-static uint32_t oip_hash(const u_char *p, size_t len);
+static size_t oip_utf8_seq(const uint8_t *p, const uint8_t *end);
+static int oip_hex4(const uint8_t *p);
+static uint8_t *oip_utf8_put(uint8_t *d, uint32_t cp);
+static uint32_t oip_hash(const uint8_t *p, size_t len);
 static int oip_key_init(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k);
 static int oip_json_push_key(oip_json_t *j, const oip_str_t *key);
 static int oip_json_dups(oip_json_t *j, size_t base);
@@ -63,7 +63,7 @@ static int oip_json_literal(oip_json_t *j);
 
 
 void
-oip_json_init(oip_json_t *j, oip_ctx_t *c, const u_char *p, size_t len,
+oip_json_init(oip_json_t *j, oip_ctx_t *c, const uint8_t *p, size_t len,
     unsigned max_depth)
 {
     memset(j, 0, sizeof(oip_json_t));
@@ -94,6 +94,7 @@ oip_json_done(oip_json_t *j)
     j->frames = NULL;
     j->nkeys = 0;
     j->keys_cap = 0;
+    j->frames_cap = 0;
 }
 
 
@@ -110,9 +111,9 @@ oip_json_error(oip_json_t *j, const char *what)
 
 
 static size_t
-oip_utf8_seq(const u_char *p, const u_char *end)
+oip_utf8_seq(const uint8_t *p, const uint8_t *end)
 {
-    u_char  c, lo, hi;
+    uint8_t c, lo, hi;
     size_t  avail;
 
     /* RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF */
@@ -169,10 +170,10 @@ oip_utf8_seq(const u_char *p, const u_char *end)
 
 
 int
-oip_utf8_valid(const u_char *p, size_t len)
+oip_utf8_valid(const uint8_t *p, size_t len)
 {
     size_t         n;
-    const u_char  *end;
+    const uint8_t *end;
 
     end = p + len;
 
@@ -195,8 +196,25 @@ oip_utf8_valid(const u_char *p, size_t len)
 }
 
 
+/* a name cut to max bytes for a message, not inside a UTF-8 sequence */
+
+size_t
+oip_utf8_cut(const uint8_t *p, size_t len, size_t max)
+{
+    if (len <= max) {
+        return len;
+    }
+
+    while (max > 0 && (p[max] & 0xc0) == 0x80) {
+        max--;
+    }
+
+    return max;
+}
+
+
 static int
-oip_hex4(const u_char *p)
+oip_hex4(const uint8_t *p)
 {
     int  a, b, c, d;
 
@@ -218,7 +236,7 @@ oip_json_string(oip_json_t *j, oip_str_t *s)
 {
     int            cp, lo;
     size_t         n;
-    const u_char  *p, *end;
+    const uint8_t *p, *end;
 
     p = j->p + 1;
     end = j->end;
@@ -311,26 +329,26 @@ oip_json_string(oip_json_t *j, oip_str_t *s)
 }
 
 
-static u_char *
-oip_utf8_put(u_char *d, uint32_t cp)
+static uint8_t *
+oip_utf8_put(uint8_t *d, uint32_t cp)
 {
     if (cp < 0x80) {
-        *d++ = (u_char) cp;
+        *d++ = (uint8_t) cp;
 
     } else if (cp < 0x800) {
-        *d++ = (u_char) (0xc0 | (cp >> 6));
-        *d++ = (u_char) (0x80 | (cp & 0x3f));
+        *d++ = (uint8_t) (0xc0 | (cp >> 6));
+        *d++ = (uint8_t) (0x80 | (cp & 0x3f));
 
     } else if (cp < 0x10000) {
-        *d++ = (u_char) (0xe0 | (cp >> 12));
-        *d++ = (u_char) (0x80 | ((cp >> 6) & 0x3f));
-        *d++ = (u_char) (0x80 | (cp & 0x3f));
+        *d++ = (uint8_t) (0xe0 | (cp >> 12));
+        *d++ = (uint8_t) (0x80 | ((cp >> 6) & 0x3f));
+        *d++ = (uint8_t) (0x80 | (cp & 0x3f));
 
     } else {
-        *d++ = (u_char) (0xf0 | (cp >> 18));
-        *d++ = (u_char) (0x80 | ((cp >> 12) & 0x3f));
-        *d++ = (u_char) (0x80 | ((cp >> 6) & 0x3f));
-        *d++ = (u_char) (0x80 | (cp & 0x3f));
+        *d++ = (uint8_t) (0xf0 | (cp >> 18));
+        *d++ = (uint8_t) (0x80 | ((cp >> 12) & 0x3f));
+        *d++ = (uint8_t) (0x80 | ((cp >> 6) & 0x3f));
+        *d++ = (uint8_t) (0x80 | (cp & 0x3f));
     }
 
     return d;
@@ -338,12 +356,12 @@ oip_utf8_put(u_char *d, uint32_t cp)
 
 
 size_t
-oip_json_unescape(u_char *dst, const oip_str_t *s)
+oip_json_unescape(uint8_t *dst, const oip_str_t *s)
 {
     size_t         n;
-    u_char        *d;
+    uint8_t       *d;
     uint32_t       cp;
-    const u_char  *p, *end, *bs;
+    const uint8_t *p, *end, *bs;
 
     if (!s->escaped) {
         memcpy(dst, s->data, s->len);
@@ -402,7 +420,7 @@ oip_json_unescape(u_char *dst, const oip_str_t *s)
 int
 oip_json_str_eq(const oip_str_t *s, const char *lit, size_t len)
 {
-    u_char  buf[256];
+    uint8_t buf[256];
 
     if (!s->escaped) {
         return s->len == len && memcmp(s->data, lit, len) == 0;
@@ -419,7 +437,7 @@ oip_json_str_eq(const oip_str_t *s, const char *lit, size_t len)
 
 
 static uint32_t
-oip_hash(const u_char *p, size_t len)
+oip_hash(const uint8_t *p, size_t len)
 {
     uint32_t  h;
 
@@ -438,7 +456,7 @@ oip_hash(const u_char *p, size_t len)
 static int
 oip_key_init(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k)
 {
-    u_char  *d;
+    uint8_t *d;
 
     k->owned = 0;
     k->hash = 0;
@@ -475,11 +493,11 @@ oip_key_make(oip_ctx_t *c, const oip_str_t *s, oip_key_t *k)
 }
 
 
-ssize_t
+ptrdiff_t
 oip_keys_dup(oip_ctx_t *c, oip_key_t *k, size_t n)
 {
     size_t     i, m, size, mask;
-    ssize_t    dup;
+    ptrdiff_t  dup;
     uint32_t  *table, slot;
 
     if (n <= OIP_DUPS_LINEAR) {
@@ -538,7 +556,6 @@ done:
 static int
 oip_json_push_key(oip_json_t *j, const oip_str_t *key)
 {
-    size_t      cap;
     oip_key_t  *keys;
 
     if (j->nodups) {
@@ -546,21 +563,13 @@ oip_json_push_key(oip_json_t *j, const oip_str_t *key)
     }
 
     if (j->nkeys == j->keys_cap) {
-        cap = j->keys_cap ? j->keys_cap * 2 : 16;
-
-        keys = oip_alloc(j->ctx, cap * sizeof(oip_key_t));
+        keys = oip_grow(j->ctx, j->keys, j->nkeys, &j->keys_cap,
+                        sizeof(oip_key_t));
         if (keys == NULL) {
             return -1;
         }
 
-        if (j->nkeys) {
-            memcpy(keys, j->keys, j->nkeys * sizeof(oip_key_t));
-        }
-
-        oip_free(j->ctx, j->keys);
-
         j->keys = keys;
-        j->keys_cap = cap;
     }
 
     if (oip_key_init(j->ctx, key, &j->keys[j->nkeys]) != 0) {
@@ -577,7 +586,7 @@ static int
 oip_json_dups(oip_json_t *j, size_t base)
 {
     size_t      i;
-    ssize_t     dup;
+    ptrdiff_t   dup;
     oip_key_t  *k;
 
     if (j->nodups || j->nkeys == base) {
@@ -593,7 +602,7 @@ oip_json_dups(oip_json_t *j, size_t base)
     if (dup >= 0) {
         k = &j->keys[base + dup];
         oip_fail(j->ctx, 400, "invalid JSON: duplicate key \"%.*s\"",
-                 (int) oip_cut(k->data, k->len, 64), k->data);
+                 (int) oip_utf8_cut(k->data, k->len, 64), k->data);
     }
 
     for (i = base; i < j->nkeys; i++) {
@@ -608,8 +617,8 @@ oip_json_dups(oip_json_t *j, size_t base)
 }
 
 
-const u_char *
-oip_num_scan(const u_char *p, const u_char *end, oip_num_t *n)
+const uint8_t *
+oip_num_scan(const uint8_t *p, const uint8_t *end, oip_num_t *n)
 {
     int64_t  e;
     int      eneg;
@@ -721,7 +730,7 @@ oip_num_scan(const u_char *p, const u_char *end, oip_num_t *n)
 
 done:
 
-    if (p < end && oip_num_tail[*p]) {
+    if (p < end && oip_json_num_tail[*p]) {
         return NULL;
     }
 
@@ -734,7 +743,7 @@ done:
 int
 oip_json_number(oip_json_t *j, oip_num_t *n)
 {
-    const u_char  *p;
+    const uint8_t *p;
 
     p = oip_num_scan(j->p, j->end, n);
 
@@ -798,7 +807,7 @@ oip_json_object(oip_json_t *j, oip_obj_t *o)
 
 int
 oip_json_member(oip_json_t *j, oip_obj_t *o, oip_str_t *key,
-    const u_char **key_start)
+    const uint8_t **key_start)
 {
     oip_json_ws(j);
 
@@ -953,7 +962,7 @@ int
 oip_json_skip(oip_json_t *j)
 {
     int              rc;
-    size_t           top, cap;
+    size_t           top;
     oip_str_t        s;
     oip_num_t        n;
     oip_frame_t     *f, *frames;
@@ -976,21 +985,13 @@ value:
     case '{':
     case '[':
         if (top == j->frames_cap) {
-            cap = j->frames_cap ? j->frames_cap * 2 : 16;
-
-            frames = oip_alloc(j->ctx, cap * sizeof(oip_frame_t));
+            frames = oip_grow(j->ctx, j->frames, top, &j->frames_cap,
+                              sizeof(oip_frame_t));
             if (frames == NULL) {
                 return -1;
             }
 
-            if (top) {
-                memcpy(frames, j->frames, top * sizeof(oip_frame_t));
-            }
-
-            oip_free(j->ctx, j->frames);
-
             j->frames = frames;
-            j->frames_cap = cap;
         }
 
         f = &j->frames[top++];
@@ -1065,7 +1066,7 @@ int
 oip_name_controls(const oip_str_t *s)
 {
     size_t         i;
-    const u_char  *p;
+    const uint8_t *p;
 
     /* raw control bytes cannot be in a valid string: only escapes can */
 
@@ -1102,7 +1103,7 @@ oip_json_unescaped_len(const oip_str_t *s)
 {
     size_t         n;
     int            cp;
-    const u_char  *p, *end;
+    const uint8_t *p, *end;
 
     if (!s->escaped) {
         return s->len;
@@ -1148,13 +1149,13 @@ oip_json_unescaped_len(const oip_str_t *s)
  */
 
 size_t
-oip_json_escape(u_char *dst, const u_char *src, size_t len)
+oip_json_escape(uint8_t *dst, const uint8_t *src, size_t len)
 {
     size_t         n, seq;
-    u_char         c;
-    const u_char  *end;
+    uint8_t        c;
+    const uint8_t *end;
 
-    static const u_char  hex[] = "0123456789abcdef";
+    static const uint8_t hex[] = "0123456789abcdef";
 
     n = 0;
     end = src + len;
@@ -1221,32 +1222,3 @@ oip_json_escape(u_char *dst, const u_char *src, size_t len)
     return n;
 }
 
-
-int
-oip_ihcl_parse(const u_char *v, size_t len, uint64_t *n)
-{
-    size_t    i;
-    uint64_t  x;
-
-    /* digits only; "0" alone, never "00" or "+1" or " 1" */
-
-    if (len == 0 || (v[0] == '0' && len > 1)) {
-        return -1;
-    }
-
-    x = 0;
-
-    for (i = 0; i < len; i++) {
-        if (v[i] < '0' || v[i] > '9'
-            || x > (UINT64_MAX - (v[i] - '0')) / 10)
-        {
-            return -1;
-        }
-
-        x = x * 10 + (v[i] - '0');
-    }
-
-    *n = x;
-
-    return 0;
-}

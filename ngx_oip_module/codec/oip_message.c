@@ -2,54 +2,154 @@
 /*
  * Copyright (C) ngx_oip_module authors
  *
- * What requests and responses share: an array of tensor objects ("inputs"
- * or "outputs") whose data is JSON or a binary chunk after the JSON, the
- * chunks in the order of their tensors.  The envelope is scanned once,
- * recording where each member lies; each tensor gets an action (leave,
- * check, to binary, to JSON); the new message is the old one with edits
- * spliced in, so everything not converted stays byte for byte.
+ * The pipeline requests and answers both run.  Their tensors are an
+ * array of objects ("inputs" or "outputs") whose data is JSON or a
+ * binary chunk after the JSON, the chunks in the order of their tensors.
+ * The envelope is scanned once, recording where each member lies; each
+ * tensor gets an action from its kind of message (leave, check, to
+ * binary, to JSON); the chunks are laid out against the binary part;
+ * the new message is the old one with edits spliced in, so everything
+ * not converted stays byte for byte.
  */
 
 
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "oip_internal.h"
+#include "oip_message.h"
+#include "oip_number.h"
 
 
+static void oip_msg_done(oip_msg_t *m);
+static int oip_msg_syntax_first(oip_msg_t *m);
+static int oip_msg_names_check(oip_msg_t *m, oip_key_t *names, size_t n);
 static oip_item_t *oip_item_add(oip_msg_t *m);
-static void oip_sub(oip_msg_t *m, oip_json_t *sub, const u_char *at);
+static oip_tensor_t *oip_item_tensor(oip_msg_t *m, oip_item_t *it);
+static void oip_sub(oip_msg_t *m, oip_json_t *sub, const uint8_t *at);
 static int oip_item_parse(oip_msg_t *m, size_t index);
 static int oip_item_settle(oip_msg_t *m, oip_item_t *it);
 static int oip_item_shape(oip_msg_t *m, oip_item_t *it);
 static int oip_item_params(oip_msg_t *m, oip_item_t *it);
 static int oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j);
+static int oip_msg_layout(oip_msg_t *m);
+static oip_edit_t *oip_edit_add(oip_msg_t *m, const uint8_t *from,
+    const uint8_t *to, oip_edit_e kind, oip_item_t *it);
+static int oip_msg_edits(oip_msg_t *m);
+static int oip_msg_build(oip_msg_t *m, oip_result_t *res);
 static int oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o);
 static int oip_edit_cmp(const void *a, const void *b);
 
 
 #define oip_item_name(it)                                                     \
-    (int) oip_cut((it)->name.data, (it)->name.len, OIP_NAME_MAX),             \
+    (int) oip_utf8_cut((it)->name.data, (it)->name.len, OIP_NAME_MAX),        \
     (it)->name.data
 
 
 void
-oip_msg_init(oip_msg_t *m, oip_ctx_t *c, const u_char *json, size_t jlen,
-    const u_char *bin, size_t blen, unsigned max_depth)
+oip_msg_init(oip_msg_t *m, const oip_kind_t *kind, const oip_options_t *opt,
+    const oip_alloc_t *a, oip_result_t *res)
 {
+    memset(res, 0, sizeof(oip_result_t));
     memset(m, 0, sizeof(oip_msg_t));
 
-    m->c = c;
-    m->json = json;
-    m->jlen = jlen;
-    m->bin = bin;
-    m->blen = blen;
+    m->kind = kind;
+    m->opt = opt;
 
-    oip_json_init(&m->j, c, json, jlen, max_depth);
+    oip_ctx_init(&m->c, a, res->error, opt->max_tensor_size);
 }
 
 
-void
+/* the JSON and the binary part of a body, as its IHCL divides it */
+
+int
+oip_msg_split(oip_msg_t *m, const oip_framing_t *f, const uint8_t *body,
+    size_t len)
+{
+    size_t  hlen;
+
+    if (f->ihcl > 0 && (uint64_t) f->ihcl > len) {
+        return oip_fail(&m->c, 400, "Inference-Header-Content-Length %lld "
+                        "exceeds the body length %zu", (long long) f->ihcl,
+                        len);
+    }
+
+    hlen = (f->ihcl > 0) ? (size_t) f->ihcl : len;
+
+    if (hlen > m->opt->max_json_size) {
+        return oip_fail(&m->c, 413, "the JSON of %zu bytes exceeds "
+                        "oip_max_json_size (%zu)", hlen,
+                        m->opt->max_json_size);
+    }
+
+    m->json = body;
+    m->jlen = hlen;
+    m->bin = body + hlen;
+    m->blen = len - hlen;
+    m->has_ihcl = (f->ihcl > 0);
+
+    return 0;
+}
+
+
+/*
+ * The pipeline: scan the envelope (the kind's), lay the chunks out,
+ * make the edits each tensor's action needs and the kind's own, and
+ * write the new message if anything changes.  Returns 0, or -1 with the
+ * error in the context (possibly none: the caller says what that is).
+ */
+
+int
+oip_msg_run(oip_msg_t *m, oip_result_t *res)
+{
+    oip_json_init(&m->j, &m->c, m->json, m->jlen, m->opt->max_depth);
+
+    if (m->kind->envelope(m) != 0) {
+        oip_msg_syntax_first(m);
+        goto failed;
+    }
+
+    if (oip_msg_layout(m) != 0
+        || oip_msg_edits(m) != 0
+        || (m->kind->edits && m->kind->edits(m) != 0))
+    {
+        goto failed;
+    }
+
+    m->edited = (m->nedits > 0);
+
+    if (!m->edited && !m->rewrite) {
+        /* valid, and nothing to change: the body goes as it came */
+        res->binary = m->has_ihcl;
+        res->header_len = m->jlen;
+        res->body_len = m->jlen + m->blen;
+
+        oip_msg_done(m);
+        return 0;
+    }
+
+    if (oip_msg_build(m, res) != 0) {
+        goto failed;
+    }
+
+    if (res->header_len > m->opt->max_json_size) {
+        oip_fail(&m->c, 413, "as JSON it would exceed oip_max_json_size "
+                 "(%zu bytes)", m->opt->max_json_size);
+        goto failed;
+    }
+
+    res->rewritten = 1;
+
+    oip_msg_done(m);
+    return 0;
+
+failed:
+
+    oip_msg_done(m);
+    return -1;
+}
+
+
+static void
 oip_msg_done(oip_msg_t *m)
 {
     size_t  i;
@@ -57,11 +157,11 @@ oip_msg_done(oip_msg_t *m)
     oip_json_done(&m->j);
 
     for (i = 0; i < m->nitems; i++) {
-        oip_free(m->c, (void *) m->items[i].t.shape);
+        oip_free(&m->c, (void *) m->items[i].t.shape);
     }
 
-    oip_free(m->c, m->items);
-    oip_free(m->c, m->edits);
+    oip_free(&m->c, m->items);
+    oip_free(&m->c, m->edits);
 
     m->items = NULL;
     m->edits = NULL;
@@ -76,26 +176,26 @@ oip_msg_done(oip_msg_t *m)
  * breaks.  Only the error path pays for this second look.
  */
 
-int
+static int
 oip_msg_syntax_first(oip_msg_t *m)
 {
     int         status;
     char        error[OIP_ERROR_LEN];
     oip_json_t  check;
 
-    if (m->c->status == 500) {
+    if (m->c.status == 500) {
         return -1;
     }
 
-    status = m->c->status;
-    memcpy(error, m->c->error, OIP_ERROR_LEN);
-    m->c->status = 0;
+    status = m->c.status;
+    memcpy(error, m->c.error, OIP_ERROR_LEN);
+    m->c.status = 0;
 
-    oip_json_init(&check, m->c, m->json, m->jlen, m->j.max_depth);
+    oip_json_init(&check, &m->c, m->json, m->jlen, m->j.max_depth);
 
     if (oip_json_check(&check) == 0) {
-        m->c->status = status;
-        memcpy(m->c->error, error, OIP_ERROR_LEN);
+        m->c.status = status;
+        memcpy(m->c.error, error, OIP_ERROR_LEN);
     }
 
     oip_json_done(&check);
@@ -116,7 +216,7 @@ oip_msg_tensors(oip_msg_t *m)
     j = &m->j;
 
     if (*j->p != '[') {
-        return oip_fail(m->c, 400, "'%ss' must be an array", m->what);
+        return oip_fail(&m->c, 400, "'%ss' must be an array", m->kind->what);
     }
 
     if (oip_json_array(j, &a) != 0) {
@@ -126,8 +226,8 @@ oip_msg_tensors(oip_msg_t *m)
     while ((rc = oip_json_element(j, &a)) == 1) {
 
         if (*j->p != '{') {
-            return oip_fail(m->c, 400, "%ss[%zu] must be an object",
-                            m->what, a.n - 1);
+            return oip_fail(&m->c, 400, "%ss[%zu] must be an object",
+                            m->kind->what, a.n - 1);
         }
 
         if (oip_item_parse(m, a.n - 1) != 0) {
@@ -139,52 +239,54 @@ oip_msg_tensors(oip_msg_t *m)
         return -1;
     }
 
-    if (a.n == 0 && m->nonempty) {
-        return oip_fail(m->c, 400, "'%ss' must not be empty", m->what);
+    if (a.n == 0 && m->kind->nonempty) {
+        return oip_fail(&m->c, 400, "'%ss' must not be empty",
+                        m->kind->what);
     }
 
     m->seen = 1;
 
     /* names are unique, compared unescaped */
 
-    names = oip_alloc(m->c, oip_max(m->nitems, 1) * sizeof(oip_key_t));
+    names = oip_alloc(&m->c, oip_max(m->nitems, 1) * sizeof(oip_key_t));
     if (names == NULL) {
         return -1;
     }
 
     for (i = 0; i < m->nitems; i++) {
-        if (oip_key_make(m->c, &m->items[i].name, &names[i]) != 0) {
+        if (oip_key_make(&m->c, &m->items[i].name, &names[i]) != 0) {
             m->nitems = i;
             break;
         }
     }
 
-    rc = oip_names_check(m->c, names, i, m->what);
+    rc = oip_msg_names_check(m, names, i);
 
-    oip_free(m->c, names);
+    oip_free(&m->c, names);
 
     return i < m->nitems ? -1 : rc;
 }
 
 
-int
-oip_names_check(oip_ctx_t *c, oip_key_t *names, size_t n, const char *what)
+static int
+oip_msg_names_check(oip_msg_t *m, oip_key_t *names, size_t n)
 {
     size_t      i;
-    ssize_t     dup;
+    ptrdiff_t   dup;
     oip_key_t  *k;
 
-    dup = oip_keys_dup(c, names, n);
+    dup = oip_keys_dup(&m->c, names, n);
 
     if (dup >= 0) {
         k = &names[dup];
-        oip_fail(c, 400, "%s name \"%.*s\" appears twice", what,
-                 (int) oip_cut(k->data, k->len, OIP_NAME_MAX), k->data);
+        oip_fail(&m->c, 400, "%s name \"%.*s\" appears twice",
+                 m->kind->what,
+                 (int) oip_utf8_cut(k->data, k->len, OIP_NAME_MAX), k->data);
     }
 
     for (i = 0; i < n; i++) {
         if (names[i].owned) {
-            oip_free(c, (void *) names[i].data);
+            oip_free(&m->c, (void *) names[i].data);
         }
     }
 
@@ -195,30 +297,22 @@ oip_names_check(oip_ctx_t *c, oip_key_t *names, size_t n, const char *what)
 static oip_item_t *
 oip_item_add(oip_msg_t *m)
 {
-    size_t       cap;
     oip_item_t  *items, *it;
 
     if (m->nitems == OIP_MAX_TENSORS) {
-        oip_fail(m->c, 413, "more than %d %ss", OIP_MAX_TENSORS, m->what);
+        oip_fail(&m->c, 413, "more than %d %ss", OIP_MAX_TENSORS,
+                 m->kind->what);
         return NULL;
     }
 
     if (m->nitems == m->items_cap) {
-        cap = m->items_cap ? m->items_cap * 2 : 4;
-
-        items = oip_alloc(m->c, cap * sizeof(oip_item_t));
+        items = oip_grow(&m->c, m->items, m->nitems, &m->items_cap,
+                         sizeof(oip_item_t));
         if (items == NULL) {
             return NULL;
         }
 
-        if (m->nitems) {
-            memcpy(items, m->items, m->nitems * sizeof(oip_item_t));
-        }
-
-        oip_free(m->c, m->items);
-
         m->items = items;
-        m->items_cap = cap;
     }
 
     it = &m->items[m->nitems++];
@@ -229,22 +323,22 @@ oip_item_add(oip_msg_t *m)
 }
 
 
-oip_tensor_t *
+static oip_tensor_t *
 oip_item_tensor(oip_msg_t *m, oip_item_t *it)
 {
     /* the array of items may have moved since the name was set */
     it->t.name = &it->name;
-    it->t.what = m->what;
+    it->t.what = m->kind->what;
     return &it->t;
 }
 
 
 static void
-oip_sub(oip_msg_t *m, oip_json_t *sub, const u_char *at)
+oip_sub(oip_msg_t *m, oip_json_t *sub, const uint8_t *at)
 {
     /* a second look at a value the main scan has validated */
 
-    oip_json_init(sub, m->c, m->json, m->jlen, m->j.max_depth);
+    oip_json_init(sub, &m->c, m->json, m->jlen, m->j.max_depth);
 
     sub->p = at;
     sub->depth = 3;
@@ -253,8 +347,8 @@ oip_sub(oip_msg_t *m, oip_json_t *sub, const u_char *at)
 
 
 void
-oip_member_set(oip_member_t *mb, const u_char *key, const u_char *end,
-    const u_char *prev_end)
+oip_member_set(oip_member_t *mb, const uint8_t *key, const uint8_t *end,
+    const uint8_t *prev_end)
 {
     mb->key = key;
     mb->value_end = end;
@@ -272,7 +366,7 @@ oip_item_parse(oip_msg_t *m, size_t index)
     oip_json_t    *j, sub;
     oip_item_t    *it;
     oip_member_t  *mb, *pending;
-    const u_char  *key_start, *prev_end;
+    const uint8_t *key_start, *prev_end;
 
     j = &m->j;
 
@@ -302,8 +396,8 @@ oip_item_parse(oip_msg_t *m, size_t index)
 
         if (oip_json_str_eq(&key, "name", 4)) {
             if (*j->p != '"') {
-                return oip_fail(m->c, 400, "%ss[%zu]: 'name' must be a "
-                                "string", m->what, index);
+                return oip_fail(&m->c, 400, "%ss[%zu]: 'name' must be a "
+                                "string", m->kind->what, index);
             }
 
             if (oip_json_string(j, &it->name) != 0) {
@@ -311,13 +405,13 @@ oip_item_parse(oip_msg_t *m, size_t index)
             }
 
             if (it->name.len == 0) {
-                return oip_fail(m->c, 400, "%ss[%zu]: 'name' must not be "
-                                "empty", m->what, index);
+                return oip_fail(&m->c, 400, "%ss[%zu]: 'name' must not be "
+                                "empty", m->kind->what, index);
             }
 
             if (oip_name_controls(&it->name)) {
-                return oip_fail(m->c, 400, "%ss[%zu]: 'name' must not hold "
-                                "control characters", m->what, index);
+                return oip_fail(&m->c, 400, "%ss[%zu]: 'name' must not hold "
+                                "control characters", m->kind->what, index);
             }
 
             it->has_name = 1;
@@ -381,15 +475,15 @@ oip_item_parse(oip_msg_t *m, size_t index)
     n = (it->data_at != NULL) + it->has_bds + it->has_shm;
 
     if (n == 0) {
-        return oip_fail(m->c, 400, "%s '%.*s' has no data: it needs 'data', "
+        return oip_fail(&m->c, 400, "%s '%.*s' has no data: it needs 'data', "
                         "a binary_data_size or a shared_memory_region",
-                        m->what, oip_item_name(it));
+                        m->kind->what, oip_item_name(it));
     }
 
     if (n > 1) {
-        return oip_fail(m->c, 400, "%s '%.*s' has more than one of 'data', "
+        return oip_fail(&m->c, 400, "%s '%.*s' has more than one of 'data', "
                         "binary_data_size and shared_memory_region",
-                        m->what, oip_item_name(it));
+                        m->kind->what, oip_item_name(it));
     }
 
     if (it->data_at && !it->data_done) {
@@ -401,7 +495,7 @@ oip_item_parse(oip_msg_t *m, size_t index)
     }
 
     if (it->has_bds) {
-        it->act = m->act(m, it);
+        it->act = m->kind->act(m, it);
     }
 
     return 0;
@@ -412,7 +506,7 @@ static int
 oip_item_settle(oip_msg_t *m, oip_item_t *it)
 {
     size_t       len;
-    u_char       buf[64];
+    uint8_t      buf[64];
     oip_str_t    s;
     oip_json_t   sub;
 
@@ -421,23 +515,23 @@ oip_item_settle(oip_msg_t *m, oip_item_t *it)
     }
 
     if (!it->has_name) {
-        return oip_fail(m->c, 400, "%ss[%zu]: 'name' is missing", m->what,
-                        it->index);
+        return oip_fail(&m->c, 400, "%ss[%zu]: 'name' is missing",
+                        m->kind->what, it->index);
     }
 
     if (it->dt_at == NULL) {
-        return oip_fail(m->c, 400, "%s '%.*s': 'datatype' is missing",
-                        m->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, "%s '%.*s': 'datatype' is missing",
+                        m->kind->what, oip_item_name(it));
     }
 
     if (it->shape_at == NULL) {
-        return oip_fail(m->c, 400, "%s '%.*s': 'shape' is missing",
-                        m->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, "%s '%.*s': 'shape' is missing",
+                        m->kind->what, oip_item_name(it));
     }
 
     if (*it->dt_at != '"') {
-        return oip_fail(m->c, 400, "%s '%.*s': 'datatype' must be a string",
-                        m->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, "%s '%.*s': 'datatype' must be a string",
+                        m->kind->what, oip_item_name(it));
     }
 
     oip_sub(m, &sub, it->dt_at);
@@ -454,9 +548,9 @@ oip_item_settle(oip_msg_t *m, oip_item_t *it)
     }
 
     if (it->t.dt == OIP_DT_NONE) {
-        return oip_fail(m->c, 400, "%s '%.*s': unknown datatype \"%.*s\"",
-                        m->what, oip_item_name(it),
-                        (int) oip_cut(s.data, s.len, 32), s.data);
+        return oip_fail(&m->c, 400, "%s '%.*s': unknown datatype \"%.*s\"",
+                        m->kind->what, oip_item_name(it),
+                        (int) oip_utf8_cut(s.data, s.len, 32), s.data);
     }
 
     if (oip_item_shape(m, it) != 0) {
@@ -480,8 +574,8 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
     oip_json_t   sub;
 
     if (*it->shape_at != '[') {
-        return oip_fail(m->c, 400, "%s '%.*s': 'shape' must be an array of "
-                        "integers", m->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, "%s '%.*s': 'shape' must be an array of "
+                        "integers", m->kind->what, oip_item_name(it));
     }
 
     oip_sub(m, &sub, it->shape_at);
@@ -499,8 +593,8 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
     while ((rc = oip_json_element(&sub, &a)) == 1) {
 
         if (*sub.p != '-' && (*sub.p < '0' || *sub.p > '9')) {
-            oip_fail(m->c, 400, "%s '%.*s': 'shape' must be an array of "
-                     "integers", m->what, oip_item_name(it));
+            oip_fail(&m->c, 400, "%s '%.*s': 'shape' must be an array of "
+                     "integers", m->kind->what, oip_item_name(it));
             goto failed;
         }
 
@@ -511,23 +605,17 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
         if (oip_num_u64(&n, &dim) != OIP_NUM_OK || n.neg
             || dim > (uint64_t) INT64_MAX)
         {
-            oip_fail(m->c, 400, "%s '%.*s': shape dimension %.*s is not an "
-                     "integer from 0 to 2^63-1", m->what, oip_item_name(it),
-                     (int) oip_min(n.end - n.start, 40), n.start);
+            oip_fail(&m->c, 400, "%s '%.*s': shape dimension %.*s is not an "
+                     "integer from 0 to 2^63-1", m->kind->what,
+                     oip_item_name(it), (int) oip_min(n.end - n.start, 40),
+                     n.start);
             goto failed;
         }
 
         if (a.n > cap) {
-            cap = cap ? cap * 2 : 8;
-
-            dims = oip_alloc(m->c, cap * sizeof(uint64_t));
+            dims = oip_grow(&m->c, shape, a.n - 1, &cap, sizeof(uint64_t));
             if (dims == NULL) {
                 goto failed;
-            }
-
-            if (shape) {
-                memcpy(dims, shape, (a.n - 1) * sizeof(uint64_t));
-                oip_free(m->c, shape);
             }
 
             shape = dims;
@@ -554,8 +642,8 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
     it->t.rank = a.n;
 
     if (over && !zero) {
-        return oip_fail(m->c, 400, "%s '%.*s': the product of its shape "
-                        "overflows 2^63-1", m->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, "%s '%.*s': the product of its shape "
+                        "overflows 2^63-1", m->kind->what, oip_item_name(it));
     }
 
     it->t.count = zero ? 0 : prod;
@@ -564,7 +652,7 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
 
 failed:
 
-    oip_free(m->c, shape);
+    oip_free(&m->c, shape);
 
     return -1;
 }
@@ -579,15 +667,15 @@ oip_item_params(oip_msg_t *m, oip_item_t *it)
     oip_num_t      n;
     oip_json_t     sub;
     oip_member_t  *pending;
-    const u_char  *key_start, *prev_end;
+    const uint8_t *key_start, *prev_end;
 
     if (it->params_at == NULL) {
         return 0;
     }
 
     if (*it->params_at != '{') {
-        return oip_fail(m->c, 400, "%s '%.*s': 'parameters' must be an "
-                        "object", m->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, "%s '%.*s': 'parameters' must be an "
+                        "object", m->kind->what, oip_item_name(it));
     }
 
     oip_sub(m, &sub, it->params_at);
@@ -615,8 +703,8 @@ oip_item_params(oip_msg_t *m, oip_item_t *it)
                 || oip_num_u64(&n, &it->bds_size) != OIP_NUM_OK
                 || n.neg)
             {
-                return oip_fail(m->c, 400, "%s '%.*s': binary_data_size "
-                                "must be a non-negative integer", m->what,
+                return oip_fail(&m->c, 400, "%s '%.*s': binary_data_size "
+                                "must be a non-negative integer", m->kind->what,
                                 oip_item_name(it));
             }
 
@@ -656,14 +744,14 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
 {
     int            rc;
     size_t         size;
-    u_char        *dst;
+    uint8_t       *dst;
     oip_out_t      w;
     oip_tensor_t  *t;
 
     t = oip_item_tensor(m, it);
     size = oip_dtypes[t->dt].size;
     it->data_done = 1;
-    it->act = m->act(m, it);
+    it->act = m->kind->act(m, it);
 
     if (it->act == OIP_ACT_PASS) {
         return oip_json_skip(j);
@@ -676,7 +764,7 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
             return oip_data_to_binary(j, t, NULL, NULL);
         }
 
-        oip_out_init(&w, m->c, 4096);
+        oip_out_init(&w, &m->c, 4096);
 
         rc = oip_data_to_binary(j, t, NULL, &w);
 
@@ -693,21 +781,21 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
 
     /* fixed-size tensors count before a byte is spent on them */
 
-    if (t->count > (m->c->max_tensor_size - m->c->tensor_bytes) / size) {
-        return oip_fail(m->c, 413, "%s '%.*s': %llu elements of %s take the "
+    if (t->count > (m->c.max_tensor_size - m->c.tensor_bytes) / size) {
+        return oip_fail(&m->c, 413, "%s '%.*s': %llu elements of %s take the "
                         "tensor data over oip_max_tensor_size (%zu bytes)",
-                        m->what, oip_item_name(it),
+                        m->kind->what, oip_item_name(it),
                         (unsigned long long) t->count,
-                        oip_dtypes[t->dt].name, m->c->max_tensor_size);
+                        oip_dtypes[t->dt].name, m->c.max_tensor_size);
     }
 
-    m->c->tensor_bytes += t->count * size;
+    m->c.tensor_bytes += t->count * size;
 
     if (it->act != OIP_ACT_BINARY) {
         return oip_data_to_binary(j, t, NULL, NULL);
     }
 
-    dst = oip_alloc(m->c, t->count * size);
+    dst = oip_alloc(&m->c, t->count * size);
     if (dst == NULL) {
         return -1;
     }
@@ -726,13 +814,13 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
 
 /* binary chunks follow the JSON in the order of their tensors */
 
-int
+static int
 oip_msg_layout(oip_msg_t *m)
 {
     size_t         i, rest, size;
     oip_item_t    *it;
     oip_tensor_t  *t;
-    const u_char  *p;
+    const uint8_t *p;
 
     p = m->bin;
     rest = m->blen;
@@ -747,9 +835,9 @@ oip_msg_layout(oip_msg_t *m)
         t = oip_item_tensor(m, it);
 
         if (!m->has_ihcl && it->bds_size) {
-            return oip_fail(m->c, 400, "%s '%.*s' has a binary_data_size, "
+            return oip_fail(&m->c, 400, "%s '%.*s' has a binary_data_size, "
                             "but there is no Inference-Header-Content-Length"
-                            " header", m->what, oip_item_name(it));
+                            " header", m->kind->what, oip_item_name(it));
         }
 
         size = oip_dtypes[t->dt].size;
@@ -757,9 +845,9 @@ oip_msg_layout(oip_msg_t *m)
         if (size && (t->count > UINT64_MAX / size
                      || t->count * size != it->bds_size))
         {
-            return oip_fail(m->c, 400, "%s '%.*s': binary_data_size is %llu,"
+            return oip_fail(&m->c, 400, "%s '%.*s': binary_data_size is %llu,"
                             " but %llu elements of %s need %s%llu",
-                            m->what, oip_item_name(it),
+                            m->kind->what, oip_item_name(it),
                             (unsigned long long) it->bds_size,
                             (unsigned long long) t->count,
                             oip_dtypes[t->dt].name,
@@ -770,13 +858,13 @@ oip_msg_layout(oip_msg_t *m)
         }
 
         if (it->bds_size > rest) {
-            return oip_fail(m->c, 400, "%s '%.*s': binary_data_size %llu runs "
-                            "past the end of the body", m->what,
+            return oip_fail(&m->c, 400, "%s '%.*s': binary_data_size %llu runs "
+                            "past the end of the body", m->kind->what,
                             oip_item_name(it),
                             (unsigned long long) it->bds_size);
         }
 
-        if (oip_count_tensor(m->c, it->bds_size) != 0) {
+        if (oip_count_tensor(&m->c, it->bds_size) != 0) {
             return -1;
         }
 
@@ -784,17 +872,17 @@ oip_msg_layout(oip_msg_t *m)
         p += it->bds_size;
         rest -= it->bds_size;
 
-        if (oip_binary_check(m->c, t, it->bin, it->bds_size, 400) != 0) {
+        if (oip_binary_check(&m->c, t, it->bin, it->bds_size, 400) != 0) {
             return -1;
         }
 
         if (it->act == OIP_ACT_JSON && t->dt == OIP_BYTES
             && !oip_bytes_utf8(it->bin, it->bds_size))
         {
-            if (!m->bytes_stay) {
-                return oip_fail(m->c, 400, "%s '%.*s': a BYTES element is "
+            if (!m->kind->bytes_stay) {
+                return oip_fail(&m->c, 400, "%s '%.*s': a BYTES element is "
                                 "not valid UTF-8 and cannot be JSON",
-                                m->what, oip_item_name(it));
+                                m->kind->what, oip_item_name(it));
             }
 
             /* this tensor keeps its binary form */
@@ -803,7 +891,7 @@ oip_msg_layout(oip_msg_t *m)
     }
 
     if (rest) {
-        return oip_fail(m->c, 400, "%zu bytes after the JSON header are not "
+        return oip_fail(&m->c, 400, "%zu bytes after the JSON header are not "
                         "claimed by any binary_data_size", rest);
     }
 
@@ -811,29 +899,20 @@ oip_msg_layout(oip_msg_t *m)
 }
 
 
-oip_edit_t *
-oip_edit_add(oip_msg_t *m, const u_char *from, const u_char *to,
+static oip_edit_t *
+oip_edit_add(oip_msg_t *m, const uint8_t *from, const uint8_t *to,
     oip_edit_e kind, oip_item_t *it)
 {
-    size_t       cap;
     oip_edit_t  *edits, *e;
 
     if (m->nedits == m->edits_cap) {
-        cap = m->edits_cap ? m->edits_cap * 2 : 16;
-
-        edits = oip_alloc(m->c, cap * sizeof(oip_edit_t));
+        edits = oip_grow(&m->c, m->edits, m->nedits, &m->edits_cap,
+                         sizeof(oip_edit_t));
         if (edits == NULL) {
             return NULL;
         }
 
-        if (m->nedits) {
-            memcpy(edits, m->edits, m->nedits * sizeof(oip_edit_t));
-        }
-
-        oip_free(m->c, m->edits);
-
         m->edits = edits;
-        m->edits_cap = cap;
     }
 
     e = &m->edits[m->nedits++];
@@ -850,7 +929,7 @@ oip_edit_add(oip_msg_t *m, const u_char *from, const u_char *to,
 
 
 int
-oip_edit_text(oip_msg_t *m, const u_char *from, const u_char *to,
+oip_edit_text(oip_msg_t *m, const uint8_t *from, const uint8_t *to,
     const char *text)
 {
     oip_edit_t  *e;
@@ -870,7 +949,7 @@ oip_edit_text(oip_msg_t *m, const u_char *from, const u_char *to,
 int
 oip_edit_delete(oip_msg_t *m, const oip_member_t *mb)
 {
-    const u_char  *from, *to;
+    const uint8_t *from, *to;
 
     /* a member and one comma next to it */
 
@@ -893,7 +972,7 @@ oip_edit_delete(oip_msg_t *m, const oip_member_t *mb)
 
 /* the edits that carry out each tensor's action */
 
-int
+static int
 oip_msg_edits(oip_msg_t *m)
 {
     size_t       i;
@@ -962,19 +1041,23 @@ oip_edit_cmp(const void *a, const void *b)
 
 
 /*
- * The new message: the JSON with the edits spliced in, then the chunks of
- * the tensors that are binary now, converted or as they came.
+ * The new message as segments: the JSON with the edits spliced in, then
+ * the chunks of the tensors that are binary now, converted or as they
+ * came; and the lengths its headers give.
  */
 
-int
-oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
-    int *binary)
+static int
+oip_msg_build(oip_msg_t *m, oip_result_t *res)
 {
-    size_t         i, s;
-    oip_seg_t     *segs;
-    oip_edit_t    *e;
-    oip_item_t    *it;
-    const u_char  *pos;
+    size_t          i, s;
+    oip_out_t       o;
+    oip_seg_t      *segs;
+    oip_edit_t     *e;
+    oip_item_t     *it;
+    const uint8_t  *pos;
+
+    oip_out_init(&o, &m->c, 1024);
+    o.limit = m->opt->max_json_size;
 
     if (m->nedits > 1) {
         qsort(m->edits, m->nedits, sizeof(oip_edit_t), oip_edit_cmp);
@@ -985,8 +1068,8 @@ oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
     for (i = 0; i < m->nedits; i++) {
         e = &m->edits[i];
 
-        if (oip_out_ref(o, pos, e->from - pos) != 0
-            || oip_edit_write(m, e, o) != 0)
+        if (oip_out_ref(&o, pos, e->from - pos) != 0
+            || oip_edit_write(m, e, &o) != 0)
         {
             return -1;
         }
@@ -994,68 +1077,47 @@ oip_msg_assemble(oip_msg_t *m, oip_out_t *o, size_t *header_len,
         pos = e->to;
     }
 
-    if (oip_out_ref(o, pos, m->json + m->jlen - pos) != 0
-        || oip_out_cut(o) != 0)
+    if (oip_out_ref(&o, pos, m->json + m->jlen - pos) != 0
+        || oip_out_cut(&o) != 0)
     {
         return -1;
     }
 
     /* the limit is on JSON: the chunks are bounded by the tensor limit */
 
-    o->limit = 0;
-
-    *header_len = o->total;
-    *binary = 0;
+    o.limit = 0;
+    res->header_len = o.total;
 
     for (i = 0; i < m->nitems; i++) {
         it = &m->items[i];
 
         if (it->act == OIP_ACT_BINARY) {
-            *binary = 1;
+            res->binary = 1;
 
             segs = it->chunk ? it->chunk : &it->one;
 
             for (s = 0; s < it->nchunk; s++) {
-                if (oip_out_ref(o, segs[s].data, segs[s].len) != 0) {
+                if (oip_out_ref(&o, segs[s].data, segs[s].len) != 0) {
                     return -1;
                 }
             }
 
         } else if (it->has_bds && it->act != OIP_ACT_JSON) {
-            *binary = 1;
+            res->binary = 1;
 
-            if (oip_out_ref(o, it->bin, it->bds_size) != 0) {
+            if (oip_out_ref(&o, it->bin, it->bds_size) != 0) {
                 return -1;
             }
         }
     }
 
-    return oip_out_cut(o);
-}
-
-
-/* the new message as segments, and the lengths its headers give */
-
-int
-oip_msg_build(oip_msg_t *m, size_t json_limit, oip_seg_t **segs,
-    size_t *nsegs, size_t *header_len, size_t *body_len, int *binary)
-{
-    oip_out_t  o;
-
-    oip_out_init(&o, m->c, 1024);
-    o.limit = json_limit;
-
-    if (oip_msg_assemble(m, &o, header_len, binary) != 0) {
+    if (oip_out_cut(&o) != 0) {
         return -1;
     }
 
-    *segs = o.segs;
-    *nsegs = o.nsegs;
-    *body_len = o.total;
-
-    if (!*binary) {
-        *header_len = o.total;
-    }
+    res->segs = o.segs;
+    res->nsegs = o.nsegs;
+    res->body_len = o.total;
 
     return 0;
 }
@@ -1064,7 +1126,7 @@ oip_msg_build(oip_msg_t *m, size_t json_limit, oip_seg_t **segs,
 static int
 oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o)
 {
-    u_char      *p;
+    uint8_t     *p;
     oip_item_t  *it;
 
     it = e->item;
@@ -1086,13 +1148,13 @@ oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o)
         p = o->pos;
 
         if (e->kind == OIP_EDIT_PARAMS_NEW) {
-            p = (u_char *) memcpy(p, "\"parameters\":{", 14) + 14;
+            p = (uint8_t *) memcpy(p, "\"parameters\":{", 14) + 14;
 
         } else if (it->params_n) {
             *p++ = ',';
         }
 
-        p = (u_char *) memcpy(p, "\"binary_data_size\":", 19) + 19;
+        p = (uint8_t *) memcpy(p, "\"binary_data_size\":", 19) + 19;
         p = oip_print_u64(p, it->chunk_len);
 
         if (e->kind == OIP_EDIT_PARAMS_NEW) {
@@ -1112,7 +1174,37 @@ oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o)
             return -1;
         }
 
-        return oip_binary_to_data(m->c, oip_item_tensor(m, it), it->bin,
+        return oip_binary_to_data(&m->c, oip_item_tensor(m, it), it->bin,
                                   it->bds_size, o, 400);
     }
+}
+
+
+int
+oip_ihcl_parse(const uint8_t *v, size_t len, uint64_t *n)
+{
+    size_t    i;
+    uint64_t  x;
+
+    /* digits only; "0" alone, never "00" or "+1" or " 1" */
+
+    if (len == 0 || (v[0] == '0' && len > 1)) {
+        return -1;
+    }
+
+    x = 0;
+
+    for (i = 0; i < len; i++) {
+        if (v[i] < '0' || v[i] > '9'
+            || x > (UINT64_MAX - (v[i] - '0')) / 10)
+        {
+            return -1;
+        }
+
+        x = x * 10 + (v[i] - '0');
+    }
+
+    *n = x;
+
+    return 0;
 }

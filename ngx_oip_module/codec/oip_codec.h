@@ -1,0 +1,199 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * The tensor codec of ngx_oip_module: Open Inference Protocol messages
+ * (KServe v2 / Triton HTTP, JSON and the binary tensor data extension)
+ * validated and rewritten.  It knows nothing of nginx: header values and
+ * bytes come in; a verdict, a list of byte segments and the headers that
+ * go with them come out; memory comes from an allocator the caller
+ * passes in.
+ *
+ * A message goes through it in two calls, as an HTTP message arrives:
+ * its framing headers (oip_*_framing), then its body (oip_*_process).
+ */
+
+
+#ifndef _OIP_CODEC_H_INCLUDED_
+#define _OIP_CODEC_H_INCLUDED_
+
+
+#include <stddef.h>
+#include <stdint.h>
+
+
+#define OIP_ERROR_LEN        256
+
+#define OIP_TYPE_JSON        "application/json"
+#define OIP_TYPE_BINARY      "application/octet-stream"
+
+
+/*
+ * The allocator behaves like an nginx pool: everything it hands out is
+ * released when its owner ends (the request); free() only gives memory
+ * back early and may be NULL.  alloc() returns NULL on failure.
+ */
+
+typedef struct {
+    void                *(*alloc)(void *data, size_t size);
+    void                 (*free)(void *data, void *p);
+    void                  *data;
+} oip_alloc_t;
+
+
+/* a piece of a message, in order */
+
+typedef struct {
+    const uint8_t         *data;
+    size_t                 len;
+} oip_seg_t;
+
+
+typedef enum {
+    OIP_FORM_KEEP = 0,
+    OIP_FORM_BINARY,
+    OIP_FORM_JSON
+} oip_form_e;
+
+
+typedef enum {
+    OIP_ENC_NONE = 0,
+    OIP_ENC_GZIP,
+    OIP_ENC_DEFLATE
+} oip_encoding_e;
+
+
+#define OIP_RAW_RANK         16
+#define OIP_RAW_NAME         256
+
+/* the single input of raw binary requests: oip_raw_input NAME TYPE DIMS */
+
+typedef struct {
+    char                   name[OIP_RAW_NAME];
+    int                    dt;
+    int64_t                dims[OIP_RAW_RANK];   /* -1 at most once */
+    size_t                 rank;
+    int                    deduced;              /* where -1 is, or -1 */
+    char                   text[OIP_RAW_RANK * 21 + 2];
+} oip_raw_input_t;
+
+
+typedef struct {
+    oip_form_e             inputs;
+    oip_form_e             outputs;
+    size_t                 max_json_size;
+    size_t                 max_tensor_size;
+    unsigned               max_depth;
+    const oip_raw_input_t *raw;                  /* or NULL */
+    oip_form_e             raw_outputs;          /* BINARY or JSON */
+} oip_options_t;
+
+
+/* what the client asked for (SPEC 2), kept for its response */
+
+typedef struct {
+    const uint8_t         *name;                 /* unescaped */
+    size_t                 len;
+    unsigned               binary:1;
+} oip_wish_out_t;
+
+
+typedef struct {
+    oip_wish_out_t        *outputs;
+    size_t                 n;
+    unsigned               listed:1;             /* an outputs array */
+    unsigned               binary:1;             /* the default */
+} oip_wish_t;
+
+
+/* a header as the message came with it */
+
+typedef struct {
+    const uint8_t         *data;
+    size_t                 len;
+    unsigned               count;   /* how many times it came; 0: absent */
+} oip_header_t;
+
+
+/* what a message's headers say of its body, once checked */
+
+typedef struct {
+    int64_t                ihcl;    /* the JSON's length; -1: no IHCL */
+    oip_encoding_e         encoding;
+} oip_framing_t;
+
+
+/* the verdict on a message, and what to send instead */
+
+typedef struct {
+    int                    status;  /* 0, or the HTTP status to answer */
+    char                   error[OIP_ERROR_LEN];
+
+    unsigned               rewritten:1;    /* segs differ from the body */
+    unsigned               binary:1;       /* binary data follows JSON */
+    unsigned               raw:1;          /* a raw binary request */
+    unsigned               decompressed:1;
+    unsigned               manage:1;       /* the answer may be reshaped */
+
+    oip_seg_t             *segs;           /* the new body, if rewritten */
+    size_t                 nsegs;
+    size_t                 header_len;     /* its IHCL, when binary */
+    size_t                 body_len;       /* its Content-Length */
+    const char            *content_type;   /* to set, or NULL: as it is */
+
+    oip_wish_t             wish;           /* requests: for the answer */
+} oip_result_t;
+
+
+/*
+ * A request's framing headers, Inference-Header-Content-Length and
+ * Content-Encoding.  Returns res->status: 0, or 400 (a bad or repeated
+ * IHCL) or 415 (an encoding other than gzip, deflate or identity).
+ */
+int oip_request_framing(oip_result_t *res, oip_framing_t *f,
+    const oip_header_t *ihcl, const oip_header_t *encoding);
+
+/*
+ * Validates an inference request body and, per opt, rewrites it.
+ * Returns res->status: 0 on success, else 400/413/500 with res->error
+ * set.  Segments point into body or into memory from the allocator.
+ */
+int oip_request_process(oip_result_t *res, const oip_alloc_t *a,
+    const oip_options_t *opt, const oip_framing_t *f, const uint8_t *body,
+    size_t len);
+
+/*
+ * An upstream answer's Inference-Header-Content-Length.  Returns
+ * res->status: 0, or 502 when it is bad or repeated.
+ */
+int oip_response_framing(oip_result_t *res, oip_framing_t *f,
+    const oip_header_t *ihcl);
+
+/*
+ * Gives each output of an upstream's 200 answer the form the client
+ * asked for.  Returns res->status: 0, or 502 for an answer that cannot
+ * be parsed (500 out of memory).  content_type is always set.
+ */
+int oip_response_process(oip_result_t *res, const oip_alloc_t *a,
+    const oip_options_t *opt, const oip_wish_t *wish, const oip_framing_t *f,
+    const uint8_t *body, size_t len);
+
+/*
+ * Checks and stores an oip_raw_input declaration ("INPUT0", "FP32",
+ * "-1,3").  Returns 0, or -1 with a message in err.
+ */
+int oip_raw_input_init(oip_raw_input_t *raw, const uint8_t *name,
+    size_t name_len, const uint8_t *dt, size_t dt_len, const uint8_t *dims,
+    size_t dims_len, char *err, size_t err_len);
+
+/*
+ * Parses an Inference-Header-Content-Length value: decimal digits only,
+ * no sign, no leading zeros but for a lone "0".  Returns 0 or -1.
+ */
+int oip_ihcl_parse(const uint8_t *v, size_t len, uint64_t *n);
+
+/* JSON string escaping: returns the length; dst may be NULL to measure */
+size_t oip_json_escape(uint8_t *dst, const uint8_t *src, size_t len);
+
+
+#endif /* _OIP_CODEC_H_INCLUDED_ */

@@ -1,0 +1,162 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * The pipeline that requests and answers both run: an envelope whose
+ * "inputs" or "outputs" array holds tensor objects, their data JSON or
+ * a binary chunk after the JSON.  oip_request.c and oip_response.c are
+ * two kinds of message: what their envelope holds besides the tensors,
+ * and what to do with each tensor.
+ */
+
+
+#ifndef _OIP_MESSAGE_H_INCLUDED_
+#define _OIP_MESSAGE_H_INCLUDED_
+
+
+#include "oip_tensor.h"
+
+
+/* tensors in one message: what a model has, far beyond; bounds memory */
+#define OIP_MAX_TENSORS      65536
+
+
+/* where a member lies, to delete it with one comma next to it */
+
+typedef struct {
+    const uint8_t         *key;        /* the key's opening quote */
+    const uint8_t         *value_end;
+    const uint8_t         *prev_end;   /* the previous value's end, or NULL */
+    const uint8_t         *next_key;   /* the next member's key, or NULL */
+} oip_member_t;
+
+
+typedef enum {
+    OIP_ACT_PASS = 0,        /* leave it; its data is not looked into */
+    OIP_ACT_CHECK,           /* leave it; its data is validated */
+    OIP_ACT_BINARY,          /* JSON data to a binary chunk */
+    OIP_ACT_JSON             /* a binary chunk to JSON data */
+} oip_act_e;
+
+
+typedef struct {
+    oip_str_t              name;
+    oip_tensor_t           t;
+    size_t                 index;
+
+    /* values looked at once the whole tensor object is known */
+    const uint8_t         *dt_at;
+    const uint8_t         *shape_at;
+    const uint8_t         *params_at;
+    const uint8_t         *data_at;
+
+    oip_member_t           data;
+    oip_member_t           params;
+    oip_member_t           bds;        /* in parameters */
+    const uint8_t         *params_close;
+    size_t                 params_n;
+    const uint8_t         *close;      /* the object's '}' */
+
+    uint64_t               bds_size;
+    const uint8_t         *bin;        /* its chunk */
+
+    oip_seg_t             *chunk;      /* its data made binary, or NULL */
+    size_t                 nchunk;
+    size_t                 chunk_len;
+    oip_seg_t              one;        /* ... when it is one piece */
+
+    oip_act_e              act;
+
+    unsigned               has_name:1;
+    unsigned               has_bds:1;
+    unsigned               has_shm:1;
+    unsigned               settled:1;
+    unsigned               data_done:1;
+} oip_item_t;
+
+
+typedef enum {
+    OIP_EDIT_DELETE = 0,
+    OIP_EDIT_TEXT,           /* static text */
+    OIP_EDIT_PARAMS_NEW,     /* "parameters":{"binary_data_size":N} */
+    OIP_EDIT_BDS_ADD,        /* ,"binary_data_size":N */
+    OIP_EDIT_DATA_REPLACE,   /* "data":[...] */
+    OIP_EDIT_DATA_ADD        /* ,"data":[...] */
+} oip_edit_e;
+
+
+typedef struct {
+    const uint8_t         *from;       /* the JSON bytes replaced */
+    const uint8_t         *to;
+    oip_edit_e             kind;
+    oip_item_t            *item;
+    const char            *text;
+    size_t                 len;
+} oip_edit_t;
+
+
+typedef struct oip_msg_s  oip_msg_t;
+
+
+/* a kind of message: a request or an answer */
+
+typedef struct {
+    const char            *name;       /* "request" or "response" */
+    const char            *what;       /* "input" or "output" */
+
+    /* the top-level object: oip_msg_tensors() for the tensor array */
+    int                  (*envelope)(oip_msg_t *m);
+
+    /* what to do with a tensor, once its datatype and shape are known */
+    oip_act_e            (*act)(oip_msg_t *m, oip_item_t *it);
+
+    /* edits of its own, after the tensors' (NULL: none) */
+    int                  (*edits)(oip_msg_t *m);
+
+    unsigned               nonempty:1; /* the array may not be empty */
+    unsigned               bytes_stay:1; /* non-UTF-8 BYTES stay binary */
+} oip_kind_t;
+
+
+struct oip_msg_s {
+    oip_ctx_t              c;
+    const oip_kind_t      *kind;
+    const oip_options_t   *opt;
+    void                  *data;       /* the kind's own state */
+
+    oip_json_t             j;
+    const uint8_t         *json;       /* the JSON part */
+    size_t                 jlen;
+    const uint8_t         *bin;        /* what follows it */
+    size_t                 blen;
+
+    oip_item_t            *items;
+    size_t                 nitems;
+    size_t                 items_cap;
+
+    oip_edit_t            *edits;
+    size_t                 nedits;
+    size_t                 edits_cap;
+
+    unsigned               has_ihcl:1;
+    unsigned               rewrite:1;    /* a new body even without edits */
+    unsigned               edited:1;     /* there were edits */
+    unsigned               seen:1;       /* the tensor array was there */
+};
+
+
+void oip_msg_init(oip_msg_t *m, const oip_kind_t *kind,
+    const oip_options_t *opt, const oip_alloc_t *a, oip_result_t *res);
+int oip_msg_split(oip_msg_t *m, const oip_framing_t *f, const uint8_t *body,
+    size_t len);
+int oip_msg_run(oip_msg_t *m, oip_result_t *res);
+
+int oip_msg_tensors(oip_msg_t *m);
+void oip_member_set(oip_member_t *mb, const uint8_t *key,
+    const uint8_t *end, const uint8_t *prev_end);
+int oip_edit_text(oip_msg_t *m, const uint8_t *from, const uint8_t *to,
+    const char *text);
+int oip_edit_delete(oip_msg_t *m, const oip_member_t *mb);
+
+
+#endif /* _OIP_MESSAGE_H_INCLUDED_ */

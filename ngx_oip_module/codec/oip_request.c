@@ -1,0 +1,936 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * Inference requests, a kind of message for oip_message.c's pipeline:
+ * the framing rules of a request's headers, its envelope ("inputs",
+ * "outputs", "parameters"), input tensors converted to the form the
+ * upstream wants, binary_data and binary_data_output set as they should
+ * be asked, and the client's own wish for each output kept for the
+ * answer.  A compressed body is inflated first; a raw binary request is
+ * given the header its declared input (oip_raw_input) implies.
+ */
+
+
+#include <stdio.h>
+
+#include "oip_inflate.h"
+#include "oip_message.h"
+#include "oip_number.h"
+
+
+/* an object that may carry a boolean flag in its "parameters" */
+
+typedef struct {
+    const uint8_t         *close;       /* the object's '}' */
+    oip_member_t           params;
+    const uint8_t         *params_close;
+    size_t                 params_n;
+    oip_member_t           flag;
+    const uint8_t         *flag_at;     /* the flag's value */
+    unsigned               has_params:1;
+    unsigned               has_flag:1;
+    unsigned               flag_true:1;
+} oip_flagged_t;
+
+
+typedef struct {
+    oip_msg_t              m;
+    oip_result_t          *res;
+
+    oip_flagged_t          top;
+    oip_flagged_t         *outs;
+    oip_key_t             *out_names;
+    size_t                 nouts;
+    size_t                 outs_cap;
+    size_t                 names_cap;
+
+    unsigned               raw:1;
+} oip_req_t;
+
+
+static int oip_encoding_is(const oip_header_t *h, const char *token,
+    size_t len);
+static int oip_request_raw(oip_req_t *rq, const uint8_t *body, size_t len);
+static int oip_request_envelope(oip_msg_t *m);
+static int oip_parse_outputs(oip_req_t *rq);
+static int oip_parse_params(oip_req_t *rq, const char *flag,
+    const char *label, oip_flagged_t *f, const uint8_t *key_start,
+    const uint8_t *prev_end);
+static oip_act_e oip_request_act(oip_msg_t *m, oip_item_t *it);
+static int oip_request_edits(oip_msg_t *m);
+static int oip_outputs_edits(oip_req_t *rq);
+static int oip_flag_set(oip_msg_t *m, oip_flagged_t *f, const char *add,
+    const char *insert, const char *create);
+static int oip_flag_remove(oip_msg_t *m, oip_flagged_t *f);
+static int oip_request_wish(oip_req_t *rq, oip_result_t *res);
+
+
+static const oip_kind_t  oip_request_kind = {
+    "request", "input",
+    oip_request_envelope, oip_request_act, oip_request_edits,
+    1,                                  /* nonempty */
+    0                                   /* bytes_stay */
+};
+
+
+int
+oip_request_framing(oip_result_t *res, oip_framing_t *f,
+    const oip_header_t *ihcl, const oip_header_t *encoding)
+{
+    uint64_t  n;
+
+    memset(res, 0, sizeof(oip_result_t));
+
+    f->ihcl = -1;
+    f->encoding = OIP_ENC_NONE;
+
+    if (oip_encoding_is(encoding, "gzip", 4)) {
+        f->encoding = OIP_ENC_GZIP;
+
+    } else if (oip_encoding_is(encoding, "deflate", 7)) {
+        f->encoding = OIP_ENC_DEFLATE;
+
+    } else if (encoding->count && !oip_encoding_is(encoding, "identity", 8))
+    {
+        snprintf(res->error, OIP_ERROR_LEN, "Content-Encoding must be gzip, "
+                 "deflate or identity");
+        return res->status = 415;
+    }
+
+    if (ihcl->count > 1) {
+        snprintf(res->error, OIP_ERROR_LEN, "Inference-Header-Content-Length "
+                 "appears more than once");
+        return res->status = 400;
+    }
+
+    if (ihcl->count == 1) {
+        if (oip_ihcl_parse(ihcl->data, ihcl->len, &n) != 0
+            || n > (uint64_t) INT64_MAX)
+        {
+            snprintf(res->error, OIP_ERROR_LEN, "Inference-Header-Content-"
+                     "Length must be a decimal number without sign or "
+                     "leading zeros");
+            return res->status = 400;
+        }
+
+        f->ihcl = (int64_t) n;
+    }
+
+    return 0;
+}
+
+
+/* the header came once, and is that token (any case) */
+
+static int
+oip_encoding_is(const oip_header_t *h, const char *token, size_t len)
+{
+    size_t  i;
+
+    if (h->count != 1 || h->len != len) {
+        return 0;
+    }
+
+    for (i = 0; i < len; i++) {
+        if ((h->data[i] | 0x20) != (uint8_t) token[i]) {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+
+
+int
+oip_request_process(oip_result_t *res, const oip_alloc_t *a,
+    const oip_options_t *opt, const oip_framing_t *f, const uint8_t *body,
+    size_t len)
+{
+    uint8_t    *plain;
+    oip_req_t   rq;
+    oip_ctx_t  *c;
+
+    memset(&rq, 0, sizeof(oip_req_t));
+    oip_msg_init(&rq.m, &oip_request_kind, opt, a, res);
+
+    rq.m.data = &rq;
+    rq.res = res;
+    c = &rq.m.c;
+
+    if (f->encoding != OIP_ENC_NONE) {
+        /* IHCL and the limits count the bytes after decompression */
+
+        if (oip_inflate(c, body, len, opt->max_json_size
+                                      + opt->max_tensor_size,
+                        &plain, &len) != 0)
+        {
+            return res->status = c->status;
+        }
+
+        body = plain;
+        res->decompressed = 1;
+    }
+
+    if (f->ihcl == 0) {
+        res->raw = 1;
+
+        if (opt->raw == NULL) {
+            if (opt->inputs != OIP_FORM_KEEP) {
+                oip_fail(c, 400, "a raw binary request "
+                         "(Inference-Header-Content-Length: 0) needs "
+                         "oip_raw_input here");
+
+            } else if (res->decompressed) {
+                /* only the encoding goes: Triton serves raw itself */
+                res->segs = oip_alloc(c, sizeof(oip_seg_t));
+
+                if (res->segs) {
+                    res->segs->data = body;
+                    res->segs->len = len;
+                    res->nsegs = 1;
+                    res->body_len = len;
+                    res->rewritten = 1;
+                    res->binary = 1;
+                    res->content_type = OIP_TYPE_BINARY;
+                }
+            }
+
+            return res->status = c->status;
+        }
+
+        if (oip_request_raw(&rq, body, len) != 0) {
+            return res->status = c->status;
+        }
+
+    } else {
+        if (oip_msg_split(&rq.m, f, body, len) != 0) {
+            return res->status = c->status;
+        }
+
+        if (len == 0) {
+            oip_fail(c, 400, "the request body is empty");
+            return res->status = c->status;
+        }
+    }
+
+    /* a body of another form, even if no tensor changes */
+
+    rq.m.rewrite = (rq.raw || res->decompressed
+                    || (opt->inputs == OIP_FORM_JSON && rq.m.has_ihcl));
+
+    if (oip_msg_run(&rq.m, res) != 0) {
+        if (c->status == 0) {
+            /* a failure must never pass for success */
+            oip_fail(c, 500, "internal error in the request codec");
+        }
+
+        return res->status = c->status;
+    }
+
+    res->manage = (opt->outputs != OIP_FORM_KEEP || rq.m.edited || rq.raw
+                   || res->decompressed);
+
+    /*
+     * The Content-Type matches the body whenever inputs are not kept as
+     * sent: a runtime may go by it.
+     */
+
+    if (res->rewritten || (opt->inputs != OIP_FORM_KEEP && !res->raw)) {
+        res->content_type = res->binary ? OIP_TYPE_BINARY : OIP_TYPE_JSON;
+    }
+
+    return res->status = 0;
+}
+
+
+/*
+ * IHCL 0: the body is the bytes of the one declared input.  A header is
+ * made for it; the bytes stay where they are (BYTES gets its length).
+ */
+
+static int
+oip_request_raw(oip_req_t *rq, const uint8_t *body, size_t len)
+{
+    size_t                   i, size, hlen;
+    uint8_t                 *h, *p, *b;
+    uint64_t                 known, dims[OIP_RAW_RANK];
+    const oip_raw_input_t   *raw;
+
+    raw = rq->m.opt->raw;
+    rq->raw = 1;
+    size = oip_dtypes[raw->dt].size;
+
+    if (raw->dt == OIP_BYTES) {
+        if (len > UINT32_MAX) {
+            return oip_fail(&rq->m.c, 400, "a raw BYTES input is limited to "
+                            "4 GB");
+        }
+
+        b = oip_alloc(&rq->m.c, len + 4);
+        if (b == NULL) {
+            return -1;
+        }
+
+        b[0] = (uint8_t) len;
+        b[1] = (uint8_t) (len >> 8);
+        b[2] = (uint8_t) (len >> 16);
+        b[3] = (uint8_t) (len >> 24);
+        memcpy(b + 4, body, len);
+
+        body = b;
+        len += 4;
+        dims[0] = 1;
+
+    } else {
+        known = 1;
+
+        for (i = 0; i < raw->rank; i++) {
+            if (raw->dims[i] >= 0) {
+                known *= (uint64_t) raw->dims[i];
+            }
+        }
+
+        if (raw->deduced < 0 && known * size != len) {
+            return oip_fail(&rq->m.c, 400, "raw input '%s': %zu bytes, but "
+                            "shape %s of %s needs %llu", raw->name, len,
+                            raw->text, oip_dtypes[raw->dt].name,
+                            (unsigned long long) (known * size));
+        }
+
+        if (len % (known * size)) {
+            return oip_fail(&rq->m.c, 400, "raw input '%s': %zu bytes are not "
+                            "a whole number of %s elements of shape %s",
+                            raw->name, len, oip_dtypes[raw->dt].name,
+                            raw->text);
+        }
+
+        for (i = 0; i < raw->rank; i++) {
+            dims[i] = raw->dims[i] >= 0 ? (uint64_t) raw->dims[i]
+                                        : len / (known * size);
+        }
+    }
+
+    hlen = sizeof("{\"inputs\":[{\"name\":\"\",\"shape\":[],\"datatype\":\"\","
+                  "\"parameters\":{\"binary_data_size\":}}]}")
+           + oip_json_escape(NULL, (const uint8_t *) raw->name,
+                             strlen(raw->name))
+           + raw->rank * 21 + 8 + 20;
+
+    h = oip_alloc(&rq->m.c, hlen);
+    if (h == NULL) {
+        return -1;
+    }
+
+    p = (uint8_t *) memcpy(h, "{\"inputs\":[{\"name\":\"", 20) + 20;
+    p += oip_json_escape(p, (const uint8_t *) raw->name, strlen(raw->name));
+    p = (uint8_t *) memcpy(p, "\",\"shape\":[", 11) + 11;
+
+    for (i = 0; i < (raw->dt == OIP_BYTES ? 1 : raw->rank); i++) {
+        if (i) {
+            *p++ = ',';
+        }
+
+        p = oip_print_u64(p, dims[i]);
+    }
+
+    p += sprintf((char *) p, "],\"datatype\":\"%s\",\"parameters\":"
+                 "{\"binary_data_size\":", oip_dtypes[raw->dt].name);
+    p = oip_print_u64(p, len);
+    p = (uint8_t *) memcpy(p, "}}]}", 4) + 4;
+
+    rq->m.json = h;
+    rq->m.jlen = p - h;
+    rq->m.bin = body;
+    rq->m.blen = len;
+    rq->m.has_ihcl = 1;
+
+    return 0;
+}
+
+
+/* the request's object: "inputs", "outputs" and "parameters" */
+
+static int
+oip_request_envelope(oip_msg_t *m)
+{
+    int             rc;
+    oip_obj_t       o;
+    oip_str_t       key;
+    oip_req_t      *rq;
+    oip_json_t     *j;
+    const uint8_t  *key_start, *prev_end;
+
+    rq = m->data;
+    j = &m->j;
+
+    oip_json_ws(j);
+
+    if (j->p == j->end) {
+        return oip_fail(&rq->m.c, 400, "the request holds no JSON");
+    }
+
+    if (*j->p != '{') {
+        return oip_fail(&rq->m.c, 400, "the request must be a JSON object");
+    }
+
+    if (oip_json_object(j, &o) != 0) {
+        return -1;
+    }
+
+    prev_end = NULL;
+
+    while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
+
+        if (rq->top.has_params && rq->top.params.next_key == NULL
+            && rq->top.params.value_end == prev_end)
+        {
+            rq->top.params.next_key = key_start;
+        }
+
+        if (oip_json_str_eq(&key, "inputs", 6)) {
+            rc = oip_msg_tensors(&rq->m);
+
+        } else if (oip_json_str_eq(&key, "outputs", 7)) {
+            rc = oip_parse_outputs(rq);
+
+        } else if (oip_json_str_eq(&key, "parameters", 10)) {
+            rc = oip_parse_params(rq, "binary_data_output", "the request",
+                                  &rq->top, key_start, prev_end);
+
+        } else {
+            rc = oip_json_skip(j);
+        }
+
+        if (rc != 0) {
+            return -1;
+        }
+
+        prev_end = j->p;
+    }
+
+    if (rc < 0) {
+        return -1;
+    }
+
+    rq->top.close = j->p - 1;
+
+    oip_json_ws(j);
+
+    if (j->p != j->end) {
+        return oip_fail(&rq->m.c, 400, "unexpected bytes after the JSON object "
+                        "at byte %zu%s", (size_t) (j->p - j->start),
+                        rq->m.has_ihcl ? "" : " (binary data needs an "
+                        "Inference-Header-Content-Length header)");
+    }
+
+    if (!rq->m.seen) {
+        return oip_fail(&rq->m.c, 400, "'inputs' is missing");
+    }
+
+    return 0;
+}
+
+
+static int
+oip_parse_outputs(oip_req_t *rq)
+{
+    int             rc, named;
+    char            label[96];
+    ptrdiff_t       dup;
+    oip_arr_t       a;
+    oip_obj_t       o;
+    oip_str_t       key, name;
+    oip_key_t      *names, *k;
+    oip_json_t     *j;
+    oip_flagged_t  *f, *outs;
+    const uint8_t  *key_start, *prev_end;
+
+    j = &rq->m.j;
+
+    if (*j->p != '[') {
+        return oip_fail(&rq->m.c, 400, "'outputs' must be an array");
+    }
+
+    if (oip_json_array(j, &a) != 0) {
+        return -1;
+    }
+
+    rq->nouts = 0;
+
+    while ((rc = oip_json_element(j, &a)) == 1) {
+
+        if (*j->p != '{') {
+            return oip_fail(&rq->m.c, 400, "outputs[%zu] must be an object",
+                            a.n - 1);
+        }
+
+        if (rq->nouts == OIP_MAX_TENSORS) {
+            return oip_fail(&rq->m.c, 413, "more than %d outputs",
+                            OIP_MAX_TENSORS);
+        }
+
+        if (rq->nouts == rq->outs_cap) {
+            outs = oip_grow(&rq->m.c, rq->outs, rq->nouts, &rq->outs_cap,
+                            sizeof(oip_flagged_t));
+            if (outs == NULL) {
+                return -1;
+            }
+
+            rq->outs = outs;
+        }
+
+        if (rq->nouts == rq->names_cap) {
+            names = oip_grow(&rq->m.c, rq->out_names, rq->nouts,
+                             &rq->names_cap, sizeof(oip_key_t));
+            if (names == NULL) {
+                return -1;
+            }
+
+            rq->out_names = names;
+        }
+
+        f = &rq->outs[rq->nouts];
+        memset(f, 0, sizeof(oip_flagged_t));
+
+        if (oip_json_object(j, &o) != 0) {
+            return -1;
+        }
+
+        named = 0;
+        prev_end = NULL;
+        snprintf(label, sizeof(label), "outputs[%zu]", a.n - 1);
+
+        while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
+
+            if (f->has_params && f->params.next_key == NULL
+                && f->params.value_end == prev_end)
+            {
+                f->params.next_key = key_start;
+            }
+
+            if (oip_json_str_eq(&key, "name", 4)) {
+                if (*j->p != '"') {
+                    return oip_fail(&rq->m.c, 400, "%s: 'name' must be a "
+                                    "string", label);
+                }
+
+                if (oip_json_string(j, &name) != 0) {
+                    return -1;
+                }
+
+                if (name.len == 0) {
+                    return oip_fail(&rq->m.c, 400, "%s: 'name' must not be "
+                                    "empty", label);
+                }
+
+                if (oip_name_controls(&name)) {
+                    return oip_fail(&rq->m.c, 400, "%s: 'name' must not hold "
+                                    "control characters", label);
+                }
+
+                if (oip_key_make(&rq->m.c, &name, &rq->out_names[rq->nouts])
+                    != 0)
+                {
+                    return -1;
+                }
+
+                named = 1;
+                snprintf(label, sizeof(label), "output '%.*s'",
+                         (int) oip_utf8_cut(name.data, name.len, OIP_NAME_MAX),
+                         name.data);
+
+            } else if (oip_json_str_eq(&key, "parameters", 10)) {
+                rc = oip_parse_params(rq, "binary_data", label, f,
+                                      key_start, prev_end);
+
+            } else {
+                rc = oip_json_skip(j);
+            }
+
+            if (rc < 0) {
+                return -1;
+            }
+
+            prev_end = j->p;
+        }
+
+        if (rc < 0) {
+            return -1;
+        }
+
+        if (!named) {
+            return oip_fail(&rq->m.c, 400, "%s: 'name' is missing", label);
+        }
+
+        f->close = j->p - 1;
+        rq->nouts++;
+    }
+
+    if (rc < 0) {
+        return -1;
+    }
+
+    /* the names stay: they are the keys of the client's wish */
+
+    dup = oip_keys_dup(&rq->m.c, rq->out_names, rq->nouts);
+
+    if (dup >= 0) {
+        k = &rq->out_names[dup];
+        return oip_fail(&rq->m.c, 400, "output name \"%.*s\" appears twice",
+                        (int) oip_utf8_cut(k->data, k->len, OIP_NAME_MAX),
+                        k->data);
+    }
+
+    return dup == -2 ? -1 : 0;
+}
+
+
+/*
+ * The request's parameters and an output's: strings, numbers and
+ * booleans only; the flag, if there, a boolean.  Records where the
+ * "parameters" member (key at key_start) and the flag are.
+ */
+
+static int
+oip_parse_params(oip_req_t *rq, const char *flag, const char *label,
+    oip_flagged_t *f, const uint8_t *key_start, const uint8_t *prev_end)
+{
+    int            rc, is_flag;
+    size_t         flen;
+    uint8_t        c;
+    oip_obj_t      o;
+    oip_str_t      key;
+    oip_json_t    *j;
+    oip_member_t  *pending;
+    const uint8_t *start, *prev;
+
+    j = &rq->m.j;
+
+    if (*j->p != '{') {
+        return oip_fail(&rq->m.c, 400, "%s: 'parameters' must be an object",
+                        label);
+    }
+
+    if (oip_json_object(j, &o) != 0) {
+        return -1;
+    }
+
+    flen = strlen(flag);
+    pending = NULL;
+    prev = NULL;
+
+    while ((rc = oip_json_member(j, &o, &key, &start)) == 1) {
+
+        if (pending) {
+            pending->next_key = start;
+            pending = NULL;
+        }
+
+        c = *j->p;
+
+        if (c == '{' || c == '[' || c == 'n') {
+            return oip_fail(&rq->m.c, 400, "%s: parameter \"%.*s\" must be a "
+                            "string, number or boolean", label,
+                            (int) oip_utf8_cut(key.data, key.len, OIP_NAME_MAX),
+                            key.data);
+        }
+
+        is_flag = oip_json_str_eq(&key, flag, flen);
+
+        if (is_flag) {
+            if (c != 't' && c != 'f') {
+                return oip_fail(&rq->m.c, 400, "%s: %s must be a boolean",
+                                label, flag);
+            }
+
+            f->has_flag = 1;
+            f->flag_true = (c == 't');
+            f->flag_at = j->p;
+        }
+
+        if (oip_json_skip(j) != 0) {
+            return -1;
+        }
+
+        if (is_flag) {
+            oip_member_set(&f->flag, start, j->p, prev);
+            pending = &f->flag;
+        }
+
+        prev = j->p;
+    }
+
+    if (rc < 0) {
+        return -1;
+    }
+
+    f->has_params = 1;
+    f->params_n = o.n;
+    f->params_close = j->p - 1;
+    oip_member_set(&f->params, key_start, j->p, prev_end);
+
+    return 0;
+}
+
+
+static oip_act_e
+oip_request_act(oip_msg_t *m, oip_item_t *it)
+{
+    oip_req_t  *rq = m->data;
+
+    switch (rq->m.opt->inputs) {
+
+    case OIP_FORM_BINARY:
+        return it->data_at ? OIP_ACT_BINARY : OIP_ACT_CHECK;
+
+    case OIP_FORM_JSON:
+        return it->has_bds ? OIP_ACT_JSON : OIP_ACT_CHECK;
+
+    default:
+        return OIP_ACT_CHECK;
+    }
+}
+
+
+/* the request's own edits, after the inputs', and the client's wish */
+
+static int
+oip_request_edits(oip_msg_t *m)
+{
+    oip_req_t  *rq = m->data;
+
+    if (oip_outputs_edits(rq) != 0) {
+        return -1;
+    }
+
+    return oip_request_wish(rq, rq->res);
+}
+
+
+/* ask the upstream for the outputs in the form oip_upstream_outputs says */
+
+static int
+oip_outputs_edits(oip_req_t *rq)
+{
+    size_t  i;
+
+    switch (rq->m.opt->outputs) {
+
+    case OIP_FORM_BINARY:
+        if (rq->nouts) {
+            for (i = 0; i < rq->nouts; i++) {
+                if (oip_flag_set(&rq->m, &rq->outs[i], ",\"binary_data\":true",
+                                 "\"binary_data\":true",
+                                 ",\"parameters\":{\"binary_data\":true}")
+                    != 0)
+                {
+                    return -1;
+                }
+            }
+
+            return 0;
+        }
+
+        return oip_flag_set(&rq->m, &rq->top, ",\"binary_data_output\":true",
+                            "\"binary_data_output\":true",
+                            ",\"parameters\":{\"binary_data_output\":true}");
+
+    case OIP_FORM_JSON:
+        for (i = 0; i < rq->nouts; i++) {
+            if (oip_flag_remove(&rq->m, &rq->outs[i]) != 0) {
+                return -1;
+            }
+        }
+
+        return oip_flag_remove(&rq->m, &rq->top);
+
+    default:
+        return 0;
+    }
+}
+
+
+static int
+oip_flag_set(oip_msg_t *m, oip_flagged_t *f, const char *add,
+    const char *insert, const char *create)
+{
+    if (f->has_flag) {
+        if (f->flag_true) {
+            return 0;
+        }
+
+        return oip_edit_text(m, f->flag_at, f->flag.value_end, "true");
+    }
+
+    if (f->has_params) {
+        return oip_edit_text(m, f->params_close, f->params_close,
+                             f->params_n ? add : insert);
+    }
+
+    /* every object here has a member already: a comma is right */
+
+    return oip_edit_text(m, f->close, f->close, create);
+}
+
+
+static int
+oip_flag_remove(oip_msg_t *m, oip_flagged_t *f)
+{
+    if (!f->has_flag) {
+        return 0;
+    }
+
+    /* "parameters" holding only the flag goes with it */
+
+    return oip_edit_delete(m, f->params_n > 1 ? &f->flag : &f->params);
+}
+
+
+/* the client's own wish, by SPEC 2's rule, for the response path */
+
+static int
+oip_request_wish(oip_req_t *rq, oip_result_t *res)
+{
+    size_t  i;
+
+    if (rq->raw) {
+        res->wish.listed = 0;
+        res->wish.binary = (rq->m.opt->raw_outputs != OIP_FORM_JSON);
+        return 0;
+    }
+
+    res->wish.binary = rq->top.flag_true;
+
+    if (rq->nouts == 0) {
+        return 0;
+    }
+
+    res->wish.outputs = oip_alloc(&rq->m.c, rq->nouts * sizeof(oip_wish_out_t));
+    if (res->wish.outputs == NULL) {
+        return -1;
+    }
+
+    for (i = 0; i < rq->nouts; i++) {
+        res->wish.outputs[i].name = rq->out_names[i].data;
+        res->wish.outputs[i].len = rq->out_names[i].len;
+        res->wish.outputs[i].binary = rq->outs[i].flag_true;
+    }
+
+    res->wish.n = rq->nouts;
+    res->wish.listed = 1;
+
+    return 0;
+}
+
+
+/* the known datatypes, for oip_raw_input */
+
+int
+oip_raw_input_init(oip_raw_input_t *raw, const uint8_t *name, size_t name_len,
+    const uint8_t *dt, size_t dt_len, const uint8_t *dims, size_t dims_len,
+    char *err, size_t err_len)
+{
+    int            neg;
+    size_t         i;
+    int64_t        v;
+    const uint8_t *p, *end;
+
+    memset(raw, 0, sizeof(oip_raw_input_t));
+
+    if (name_len == 0 || name_len >= OIP_RAW_NAME
+        || !oip_utf8_valid(name, name_len))
+    {
+        snprintf(err, err_len, "the input name must be 1 to %d bytes of "
+                 "UTF-8", OIP_RAW_NAME - 1);
+        return -1;
+    }
+
+    memcpy(raw->name, name, name_len);
+
+    raw->dt = oip_dtype_find(dt, dt_len);
+
+    if (raw->dt == OIP_DT_NONE) {
+        snprintf(err, err_len, "unknown datatype \"%.*s\"",
+                 (int) oip_min(dt_len, 32), dt);
+        return -1;
+    }
+
+    if (dims_len == 0 || dims_len >= sizeof(raw->text)) {
+        goto invalid;
+    }
+
+    memcpy(raw->text + 1, dims, dims_len);
+    raw->text[0] = '[';
+    raw->text[dims_len + 1] = ']';
+
+    raw->deduced = -1;
+    p = dims;
+    end = dims + dims_len;
+
+    for (i = 0; p < end; i++) {
+
+        if (i == OIP_RAW_RANK) {
+            snprintf(err, err_len, "at most %d dimensions", OIP_RAW_RANK);
+            return -1;
+        }
+
+        neg = (*p == '-');
+        p += neg;
+
+        if (p == end || *p < '0' || *p > '9'
+            || (*p == '0' && !neg && p + 1 < end && p[1] != ','))
+        {
+            goto invalid;
+        }
+
+        for (v = 0; p < end && *p >= '0' && *p <= '9'; p++) {
+            if (v > (INT64_MAX - (*p - '0')) / 10) {
+                goto invalid;
+            }
+
+            v = v * 10 + (*p - '0');
+        }
+
+        if (neg) {
+            if (v != 1 || raw->deduced >= 0) {
+                snprintf(err, err_len, "one dimension at most may be -1, "
+                         "the others 1 or more");
+                return -1;
+            }
+
+            raw->deduced = (int) i;
+            v = -1;
+
+        } else if (v == 0) {
+            snprintf(err, err_len, "a dimension must be 1 or more, or -1");
+            return -1;
+        }
+
+        raw->dims[i] = v;
+
+        if (p < end) {
+            if (*p != ',' || p + 1 == end) {
+                goto invalid;
+            }
+
+            p++;
+        }
+    }
+
+    raw->rank = i;
+
+    if (raw->dt == OIP_BYTES && (raw->rank != 1 || raw->dims[0] != 1)) {
+        snprintf(err, err_len, "a BYTES input is one element: its "
+                 "dimensions must be \"1\"");
+        return -1;
+    }
+
+    return 0;
+
+invalid:
+
+    snprintf(err, err_len, "dimensions must be integers separated by "
+             "commas, as in \"-1,3\"");
+    return -1;
+}

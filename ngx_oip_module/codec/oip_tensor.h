@@ -1,0 +1,67 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * Tensors: the thirteen datatypes, JSON "data" to little-endian binary
+ * and back, and the checks binary data must pass.
+ */
+
+
+#ifndef _OIP_TENSOR_H_INCLUDED_
+#define _OIP_TENSOR_H_INCLUDED_
+
+
+#include "oip_json.h"
+#include "oip_out.h"
+
+
+typedef enum {
+    OIP_BOOL = 0,
+    OIP_UINT8,
+    OIP_UINT16,
+    OIP_UINT32,
+    OIP_UINT64,
+    OIP_INT8,
+    OIP_INT16,
+    OIP_INT32,
+    OIP_INT64,
+    OIP_FP16,
+    OIP_BF16,
+    OIP_FP32,
+    OIP_FP64,
+    OIP_BYTES,
+    OIP_DT_NONE
+} oip_dtype_e;
+
+
+typedef struct {
+    const char            *name;
+    size_t                 len;
+    size_t                 size;       /* 0 for BYTES */
+} oip_dtype_t;
+
+
+extern const oip_dtype_t  oip_dtypes[];
+
+
+typedef struct {
+    const oip_str_t       *name;       /* for messages */
+    const char            *what;       /* "input" or "output" */
+    oip_dtype_e            dt;
+    const uint64_t        *shape;
+    size_t                 rank;
+    uint64_t               count;      /* product of shape */
+} oip_tensor_t;
+
+
+oip_dtype_e oip_dtype_find(const uint8_t *s, size_t len);
+int oip_data_to_binary(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
+    oip_out_t *bytes);
+int oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t,
+    const uint8_t *src, size_t len, int status);
+int oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t,
+    const uint8_t *src, size_t len, oip_out_t *o, int status);
+int oip_bytes_utf8(const uint8_t *src, size_t len);
+
+
+#endif /* _OIP_TENSOR_H_INCLUDED_ */

@@ -1,0 +1,83 @@
+#!/bin/sh
+#
+# Copyright (C) ngx_oip_module authors
+#
+# The shape of the build, as docs/design.md draws it, read off the objects
+# nginx's build made (build/nginx) and the module it linked:
+#
+#   - the codec is nginx-free: its objects call no ngx_ function;
+#   - the glue is a tree: the request path and the response path use the
+#     module file and the codec, never each other;
+#   - the module links exactly the libraries config gives it.
+#
+# TAP, for prove.
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+OBJ="$ROOT/build/nginx/addon"
+SO="$ROOT/build/ngx_http_oip_module.so"
+GLUE="$OBJ/nginx"
+
+n=0
+failed=0
+
+ok() {
+    n=$((n + 1))
+    if [ "$1" = 0 ]; then
+        echo "ok $n - $2"
+    else
+        echo "not ok $n - $2"
+        failed=1
+    fi
+}
+
+# the symbols an object defines, and those it uses from elsewhere
+defined() { nm --defined-only -g "$1" | awk '{ print $3 }' | sort -u; }
+used() { nm -u "$1" | awk '{ print $2 }' | sort -u; }
+
+echo "1..5"
+
+if [ ! -d "$OBJ/codec" ] || [ ! -f "$SO" ]; then
+    echo "Bail out! the module is not built: ./build.sh build"
+    exit 1
+fi
+
+calls=$(for o in "$OBJ"/codec/*.o; do used "$o"; done | grep '^ngx_')
+[ -z "$calls" ]
+ok $? "the codec calls nothing of nginx${calls:+: }$(echo $calls)"
+
+req="$GLUE/ngx_http_oip_request.o"
+resp="$GLUE/ngx_http_oip_response.o"
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+defined "$req" > "$tmp/req.def"
+defined "$resp" > "$tmp/resp.def"
+used "$req" > "$tmp/req.use"
+used "$resp" > "$tmp/resp.use"
+
+both=$(comm -12 "$tmp/req.use" "$tmp/resp.def")
+[ -z "$both" ]
+ok $? "the request path uses nothing of the response path${both:+: }$(echo $both)"
+
+both=$(comm -12 "$tmp/resp.use" "$tmp/req.def")
+[ -z "$both" ]
+ok $? "the response path uses nothing of the request path${both:+: }$(echo $both)"
+
+# what the glue files use of each other: the module file only
+defined "$GLUE/ngx_http_oip_module.o" > "$tmp/mod.def"
+cat "$tmp/req.use" "$tmp/resp.use" | grep '^ngx_http_oip_' | sort -u \
+    > "$tmp/glue.use"
+stray=$(comm -23 "$tmp/glue.use" "$tmp/mod.def")
+[ -z "$stray" ]
+ok $? "both paths use only the module file's helpers${stray:+: }$(echo $stray)"
+
+# NEEDED entries, but libc: the libraries of config, each -lX a libX.so.N
+libs=$(. "$ROOT/ngx_oip_module/codec/sources"; echo $oip_codec_libs)
+want=$(for l in $libs; do echo "lib${l#-l}.so"; done | sort)
+have=$(readelf -d "$SO" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p' \
+       | grep -v '^libc\.so' | sed 's/\.so\..*/.so/' | sort)
+[ "$want" = "$have" ]
+ok $? "the module links exactly what config says ($(echo $want)), it links: $(echo $have)"
+
+exit $failed
