@@ -266,7 +266,7 @@ done:
  * anything else, or a magnitude past 2^64 - 1.
  */
 
-static inline const uint8_t *
+static inline __attribute__((always_inline)) const uint8_t *
 oip_fast_integer(const uint8_t *p, const uint8_t *end, uint64_t *mag,
     int *neg)
 {
