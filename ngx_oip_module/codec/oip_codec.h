@@ -86,6 +86,8 @@ typedef struct {
     unsigned               max_depth;
     const oip_raw_input_t *raw;                  /* or NULL */
     oip_form_e             raw_outputs;          /* BINARY or JSON */
+    unsigned               finite_upstream:1;    /* NaN, Infinity refused
+                                                    in JSON sent upstream */
 } oip_options_t;
 
 
@@ -133,7 +135,8 @@ typedef struct {
     unsigned               binary:1;       /* binary data follows JSON */
     unsigned               raw:1;          /* a raw binary request */
     unsigned               decompressed:1;
-    unsigned               manage:1;       /* the answer may be reshaped */
+    unsigned               manage:1;       /* the answer may be reshaped,
+                                              or outputs dropped from it */
 
     oip_seg_t             *segs;           /* the new body, if rewritten */
     size_t                 nsegs;
@@ -177,6 +180,17 @@ int oip_response_framing(oip_result_t *res, oip_framing_t *f,
 int oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     const oip_options_t *opt, const oip_wish_t *wish, const oip_framing_t *f,
     const uint8_t *body, size_t len);
+
+/*
+ * An upstream's error answer to an infer request, in the protocol's
+ * shape.  Returns 0 when the body is {"error": string} already (it goes
+ * as it is), else 1 with res->error holding what the body says as one
+ * line of readable text, bounded: FastAPI's {"detail": ...}, another
+ * JSON object, an HTML page's title, plain text, or for an empty body
+ * the status.  type is the answer's Content-Type.
+ */
+int oip_response_error(oip_result_t *res, const oip_alloc_t *a, int status,
+    const oip_header_t *type, const uint8_t *body, size_t len);
 
 /*
  * Checks and stores an oip_raw_input declaration ("INPUT0", "FP32",

@@ -925,6 +925,23 @@ oip_json_element(oip_json_t *j, oip_arr_t *a)
 }
 
 
+/* the value at j->p is the literal null: 1, and it is passed; else 0 */
+
+int
+oip_json_null(oip_json_t *j)
+{
+    if (j->end - j->p < 4 || memcmp(j->p, "null", 4) != 0) {
+        return 0;
+    }
+
+    /* what follows is the caller's to check: "nullx" is broken there */
+
+    j->p += 4;
+
+    return 1;
+}
+
+
 /*
  * Validates the whole document: the request code reports semantic
  * errors as it meets them, and calls this first so that broken JSON is

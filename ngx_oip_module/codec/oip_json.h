@@ -114,6 +114,7 @@ int oip_json_member(oip_json_t *j, oip_obj_t *o, oip_str_t *key,
 int oip_json_array(oip_json_t *j, oip_arr_t *a);
 int oip_json_element(oip_json_t *j, oip_arr_t *a);
 int oip_json_skip(oip_json_t *j);
+int oip_json_null(oip_json_t *j);
 int oip_json_check(oip_json_t *j);
 
 int oip_json_string(oip_json_t *j, oip_str_t *s);

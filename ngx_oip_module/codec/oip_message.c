@@ -131,9 +131,9 @@ oip_msg_run(oip_msg_t *m, oip_result_t *res)
         goto failed;
     }
 
-    if (res->header_len > m->opt->max_json_size) {
-        oip_fail(&m->c, 413, "as JSON it would exceed oip_max_json_size "
-                 "(%zu bytes)", m->opt->max_json_size);
+    if (m->to_json && res->header_len > m->opt->max_json_size) {
+        oip_fail(&m->c, 413, "%s would exceed oip_max_json_size (%zu "
+                 "bytes)", m->kind->as_json, m->opt->max_json_size);
         goto failed;
     }
 
@@ -207,11 +207,13 @@ oip_msg_syntax_first(oip_msg_t *m)
 int
 oip_msg_tensors(oip_msg_t *m)
 {
-    int          rc;
-    size_t       i;
-    oip_arr_t    a;
-    oip_key_t   *names;
-    oip_json_t  *j;
+    int             rc;
+    size_t          i;
+    oip_arr_t       a;
+    oip_key_t      *names;
+    oip_json_t     *j;
+    oip_item_t     *it;
+    const uint8_t  *start, *prev_end;
 
     j = &m->j;
 
@@ -223,6 +225,8 @@ oip_msg_tensors(oip_msg_t *m)
         return -1;
     }
 
+    prev_end = NULL;
+
     while ((rc = oip_json_element(j, &a)) == 1) {
 
         if (*j->p != '{') {
@@ -230,9 +234,20 @@ oip_msg_tensors(oip_msg_t *m)
                             m->kind->what, a.n - 1);
         }
 
+        start = j->p;
+
+        if (m->nitems) {
+            /* the one before may be dropped with the comma after it */
+            m->items[m->nitems - 1].elem.next_key = start;
+        }
+
         if (oip_item_parse(m, a.n - 1) != 0) {
             return -1;
         }
+
+        it = &m->items[m->nitems - 1];
+        oip_member_set(&it->elem, start, j->p, prev_end);
+        prev_end = j->p;
     }
 
     if (rc < 0) {
@@ -329,6 +344,14 @@ oip_item_tensor(oip_msg_t *m, oip_item_t *it)
     /* the array of items may have moved since the name was set */
     it->t.name = &it->name;
     it->t.what = m->kind->what;
+
+    /* values that go upstream as JSON, to a reader that may refuse */
+    it->t.finite = m->kind->upstream && m->opt->finite_upstream
+                   && (it->act == OIP_ACT_CHECK || it->act == OIP_ACT_JSON);
+
+    /* KServe's encoder (orjson) writes NaN and infinities as null */
+    it->t.null_nan = !m->kind->upstream;
+
     return &it->t;
 }
 
@@ -360,15 +383,17 @@ oip_member_set(oip_member_t *mb, const uint8_t *key, const uint8_t *end,
 static int
 oip_item_parse(oip_msg_t *m, size_t index)
 {
-    int            rc, n;
-    oip_obj_t      o;
-    oip_str_t      key;
-    oip_json_t    *j, sub;
-    oip_item_t    *it;
-    oip_member_t  *mb, *pending;
-    const uint8_t *key_start, *prev_end;
+    int             rc, n;
+    oip_obj_t       o;
+    oip_str_t       key;
+    oip_json_t     *j, sub;
+    oip_item_t     *it;
+    oip_nulls_t     nulls;
+    oip_member_t   *mb, *pending;
+    const uint8_t  *key_start, *prev_end;
 
     j = &m->j;
+    nulls.n = 0;
 
     it = oip_item_add(m);
     if (it == NULL) {
@@ -425,9 +450,13 @@ oip_item_parse(oip_msg_t *m, size_t index)
             rc = oip_json_skip(j);
 
         } else if (oip_json_str_eq(&key, "parameters", 10)) {
-            mb = &it->params;
-            it->params_at = j->p;
-            rc = oip_json_skip(j);
+            pending = oip_null_member(j, &nulls, key_start, prev_end);
+
+            if (pending == NULL) {
+                mb = &it->params;
+                it->params_at = j->p;
+                rc = oip_json_skip(j);
+            }
 
         } else if (oip_json_str_eq(&key, "data", 4)) {
             mb = &it->data;
@@ -468,7 +497,10 @@ oip_item_parse(oip_msg_t *m, size_t index)
 
     it->close = j->p - 1;
 
-    if (oip_item_settle(m, it) != 0 || oip_item_params(m, it) != 0) {
+    if (oip_nulls_delete(m, &nulls) != 0
+        || oip_item_settle(m, it) != 0
+        || oip_item_params(m, it) != 0)
+    {
         return -1;
     }
 
@@ -494,7 +526,8 @@ oip_item_parse(oip_msg_t *m, size_t index)
         return rc;
     }
 
-    if (it->has_bds) {
+    if (it->data_at == NULL) {
+        /* binary data or shared memory: what to do is known now */
         it->act = m->kind->act(m, it);
     }
 
@@ -748,12 +781,12 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
     oip_out_t      w;
     oip_tensor_t  *t;
 
-    t = oip_item_tensor(m, it);
-    size = oip_dtypes[t->dt].size;
     it->data_done = 1;
     it->act = m->kind->act(m, it);
+    t = oip_item_tensor(m, it);
+    size = oip_dtypes[t->dt].size;
 
-    if (it->act == OIP_ACT_PASS) {
+    if (it->act == OIP_ACT_PASS || it->act == OIP_ACT_DROP) {
         return oip_json_skip(j);
     }
 
@@ -923,6 +956,7 @@ oip_edit_add(oip_msg_t *m, const uint8_t *from, const uint8_t *to,
     e->item = it;
     e->text = NULL;
     e->len = 0;
+    memset(&e->mb, 0, sizeof(oip_member_t));
 
     return e;
 }
@@ -946,12 +980,18 @@ oip_edit_text(oip_msg_t *m, const uint8_t *from, const uint8_t *to,
 }
 
 
+/*
+ * A member, or an element of an array, and one comma next to it: the one
+ * before it if it has one, else the one after.  When the member before
+ * is deleted too and took the comma after it, oip_msg_build() takes this
+ * one's comma after instead.
+ */
+
 int
 oip_edit_delete(oip_msg_t *m, const oip_member_t *mb)
 {
-    const uint8_t *from, *to;
-
-    /* a member and one comma next to it */
+    oip_edit_t     *e;
+    const uint8_t  *from, *to;
 
     if (mb->prev_end) {
         from = mb->prev_end;
@@ -966,7 +1006,55 @@ oip_edit_delete(oip_msg_t *m, const oip_member_t *mb)
         to = mb->value_end;
     }
 
-    return oip_edit_add(m, from, to, OIP_EDIT_DELETE, NULL) ? 0 : -1;
+    e = oip_edit_add(m, from, to, OIP_EDIT_DELETE, NULL);
+    if (e == NULL) {
+        return -1;
+    }
+
+    e->mb = *mb;
+
+    return 0;
+}
+
+
+/*
+ * The value at j->p, of an optional member whose key starts at key: if it
+ * is null, it is passed and noted, and the member is returned for the
+ * caller to give it the key after it; NULL if it is not null.
+ */
+
+oip_member_t *
+oip_null_member(oip_json_t *j, oip_nulls_t *nl, const uint8_t *key,
+    const uint8_t *prev_end)
+{
+    oip_member_t  *mb;
+
+    if (*j->p != 'n' || !oip_json_null(j)) {
+        return NULL;
+    }
+
+    mb = (nl->n < OIP_NULLS_MAX) ? &nl->m[nl->n++] : &nl->spare;
+
+    oip_member_set(mb, key, j->p, prev_end);
+
+    return mb;
+}
+
+
+int
+oip_nulls_delete(oip_msg_t *m, oip_nulls_t *nl)
+{
+    size_t  i;
+
+    for (i = 0; i < nl->n; i++) {
+        if (oip_edit_delete(m, &nl->m[i]) != 0) {
+            return -1;
+        }
+    }
+
+    nl->n = 0;
+
+    return 0;
 }
 
 
@@ -1000,7 +1088,15 @@ oip_msg_edits(oip_msg_t *m)
                 return -1;
             }
 
+        } else if (it->act == OIP_ACT_DROP) {
+
+            if (oip_edit_delete(m, &it->elem) != 0) {
+                return -1;
+            }
+
         } else if (it->act == OIP_ACT_JSON) {
+
+            m->to_json = 1;
 
             /* no parameters are left if binary_data_size was the only */
 
@@ -1056,8 +1152,18 @@ oip_msg_build(oip_msg_t *m, oip_result_t *res)
     oip_item_t     *it;
     const uint8_t  *pos;
 
+    /*
+     * The limit bounds what clients send and upstreams answer (checked
+     * as they come), and the JSON the codec writes from binary tensors,
+     * 2.5 times their size for FP32; never the few bytes an edit adds.
+     */
+
     oip_out_init(&o, &m->c, 1024);
-    o.limit = m->opt->max_json_size;
+
+    if (m->to_json) {
+        o.limit = m->opt->max_json_size;
+        o.over = m->kind->as_json;
+    }
 
     if (m->nedits > 1) {
         qsort(m->edits, m->nedits, sizeof(oip_edit_t), oip_edit_cmp);
@@ -1067,6 +1173,23 @@ oip_msg_build(oip_msg_t *m, oip_result_t *res)
 
     for (i = 0; i < m->nedits; i++) {
         e = &m->edits[i];
+
+        if (e->from < pos && e->to <= pos) {
+            /* inside what an earlier edit deleted: nothing is left */
+            continue;
+        }
+
+        if (e->from < pos) {
+            /* the comma before it went with the member before it */
+
+            if (e->kind != OIP_EDIT_DELETE || e->mb.key < pos) {
+                return oip_fail(&m->c, 500, "internal error: edits "
+                                "overlap");
+            }
+
+            e->from = e->mb.key;
+            e->to = e->mb.next_key ? e->mb.next_key : e->mb.value_end;
+        }
 
         if (oip_out_ref(&o, pos, e->from - pos) != 0
             || oip_edit_write(m, e, &o) != 0)
@@ -1102,7 +1225,9 @@ oip_msg_build(oip_msg_t *m, oip_result_t *res)
                 }
             }
 
-        } else if (it->has_bds && it->act != OIP_ACT_JSON) {
+        } else if (it->has_bds && it->act != OIP_ACT_JSON
+                   && it->act != OIP_ACT_DROP)
+        {
             res->binary = 1;
 
             if (oip_out_ref(&o, it->bin, it->bds_size) != 0) {

@@ -31,11 +31,29 @@ typedef struct {
 } oip_member_t;
 
 
+/*
+ * Null means absent: an optional member whose value is null is taken as
+ * missing and deleted from what is sent on.  A walk over an object notes
+ * such members here and deletes them once the object is whole (only then
+ * is the key after each known).  An object has at most four optional
+ * members; more nulls mean a duplicate key, which the scanner refuses.
+ */
+
+#define OIP_NULLS_MAX        4
+
+typedef struct {
+    oip_member_t           m[OIP_NULLS_MAX];
+    oip_member_t           spare;
+    size_t                 n;
+} oip_nulls_t;
+
+
 typedef enum {
     OIP_ACT_PASS = 0,        /* leave it; its data is not looked into */
     OIP_ACT_CHECK,           /* leave it; its data is validated */
     OIP_ACT_BINARY,          /* JSON data to a binary chunk */
-    OIP_ACT_JSON             /* a binary chunk to JSON data */
+    OIP_ACT_JSON,            /* a binary chunk to JSON data */
+    OIP_ACT_DROP             /* out, chunk and all: nobody asked for it */
 } oip_act_e;
 
 
@@ -43,6 +61,7 @@ typedef struct {
     oip_str_t              name;
     oip_tensor_t           t;
     size_t                 index;
+    oip_member_t           elem;       /* the object in its array */
 
     /* values looked at once the whole tensor object is known */
     const uint8_t         *dt_at;
@@ -92,6 +111,7 @@ typedef struct {
     oip_item_t            *item;
     const char            *text;
     size_t                 len;
+    oip_member_t           mb;         /* what a deletion deletes */
 } oip_edit_t;
 
 
@@ -113,8 +133,12 @@ typedef struct {
     /* edits of its own, after the tensors' (NULL: none) */
     int                  (*edits)(oip_msg_t *m);
 
+    /* what would be too large when binary tensors are written as JSON */
+    const char            *as_json;
+
     unsigned               nonempty:1; /* the array may not be empty */
     unsigned               bytes_stay:1; /* non-UTF-8 BYTES stay binary */
+    unsigned               upstream:1;   /* it goes to the upstream */
 } oip_kind_t;
 
 
@@ -141,6 +165,7 @@ struct oip_msg_s {
     unsigned               has_ihcl:1;
     unsigned               rewrite:1;    /* a new body even without edits */
     unsigned               edited:1;     /* there were edits */
+    unsigned               to_json:1;    /* a tensor is written as JSON */
     unsigned               seen:1;       /* the tensor array was there */
 };
 
@@ -157,6 +182,9 @@ void oip_member_set(oip_member_t *mb, const uint8_t *key,
 int oip_edit_text(oip_msg_t *m, const uint8_t *from, const uint8_t *to,
     const char *text);
 int oip_edit_delete(oip_msg_t *m, const oip_member_t *mb);
+oip_member_t *oip_null_member(oip_json_t *j, oip_nulls_t *nl,
+    const uint8_t *key, const uint8_t *prev_end);
+int oip_nulls_delete(oip_msg_t *m, oip_nulls_t *nl);
 
 
 #endif /* _OIP_MESSAGE_H_INCLUDED_ */

@@ -30,6 +30,7 @@ typedef struct {
     size_t                 next;       /* size of the next block */
     size_t                 total;      /* bytes in segs */
     size_t                 limit;      /* at most this many bytes; 0: any */
+    const char            *over;       /* what would be too large */
 } oip_out_t;
 
 

@@ -69,8 +69,10 @@ static int oip_request_wish(oip_req_t *rq, oip_result_t *res);
 static const oip_kind_t  oip_request_kind = {
     "request", "input",
     oip_request_envelope, oip_request_act, oip_request_edits,
+    "the request with its binary inputs converted to JSON",
     1,                                  /* nonempty */
-    0                                   /* bytes_stay */
+    0,                                  /* bytes_stay */
+    1                                   /* upstream */
 };
 
 
@@ -228,8 +230,10 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
         return res->status = c->status;
     }
 
+    /* the answer may have to be reshaped, or outputs dropped from it */
+
     res->manage = (opt->outputs != OIP_FORM_KEEP || rq.m.edited || rq.raw
-                   || res->decompressed);
+                   || res->decompressed || res->wish.listed);
 
     /*
      * The Content-Type matches the body whenever inputs are not kept as
@@ -359,10 +363,13 @@ oip_request_envelope(oip_msg_t *m)
     oip_str_t       key;
     oip_req_t      *rq;
     oip_json_t     *j;
+    oip_nulls_t     nulls;
+    oip_member_t   *pending;
     const uint8_t  *key_start, *prev_end;
 
     rq = m->data;
     j = &m->j;
+    nulls.n = 0;
 
     oip_json_ws(j);
 
@@ -378,9 +385,15 @@ oip_request_envelope(oip_msg_t *m)
         return -1;
     }
 
+    pending = NULL;
     prev_end = NULL;
 
     while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
+
+        if (pending) {
+            pending->next_key = key_start;
+            pending = NULL;
+        }
 
         if (rq->top.has_params && rq->top.params.next_key == NULL
             && rq->top.params.value_end == prev_end)
@@ -388,15 +401,33 @@ oip_request_envelope(oip_msg_t *m)
             rq->top.params.next_key = key_start;
         }
 
+        rc = 0;
+
         if (oip_json_str_eq(&key, "inputs", 6)) {
             rc = oip_msg_tensors(&rq->m);
 
         } else if (oip_json_str_eq(&key, "outputs", 7)) {
-            rc = oip_parse_outputs(rq);
+            pending = oip_null_member(j, &nulls, key_start, prev_end);
+
+            if (pending == NULL) {
+                rc = oip_parse_outputs(rq);
+            }
 
         } else if (oip_json_str_eq(&key, "parameters", 10)) {
-            rc = oip_parse_params(rq, "binary_data_output", "the request",
-                                  &rq->top, key_start, prev_end);
+            pending = oip_null_member(j, &nulls, key_start, prev_end);
+
+            if (pending == NULL) {
+                rc = oip_parse_params(rq, "binary_data_output",
+                                      "the request", &rq->top, key_start,
+                                      prev_end);
+            }
+
+        } else if (oip_json_str_eq(&key, "id", 2)) {
+            pending = oip_null_member(j, &nulls, key_start, prev_end);
+
+            if (pending == NULL) {
+                rc = oip_json_skip(j);
+            }
 
         } else {
             rc = oip_json_skip(j);
@@ -409,7 +440,7 @@ oip_request_envelope(oip_msg_t *m)
         prev_end = j->p;
     }
 
-    if (rc < 0) {
+    if (rc < 0 || oip_nulls_delete(m, &nulls) != 0) {
         return -1;
     }
 
@@ -443,6 +474,8 @@ oip_parse_outputs(oip_req_t *rq)
     oip_str_t       key, name;
     oip_key_t      *names, *k;
     oip_json_t     *j;
+    oip_nulls_t     nulls;
+    oip_member_t   *pending;
     oip_flagged_t  *f, *outs;
     const uint8_t  *key_start, *prev_end;
 
@@ -498,16 +531,25 @@ oip_parse_outputs(oip_req_t *rq)
         }
 
         named = 0;
+        nulls.n = 0;
+        pending = NULL;
         prev_end = NULL;
         snprintf(label, sizeof(label), "outputs[%zu]", a.n - 1);
 
         while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
+
+            if (pending) {
+                pending->next_key = key_start;
+                pending = NULL;
+            }
 
             if (f->has_params && f->params.next_key == NULL
                 && f->params.value_end == prev_end)
             {
                 f->params.next_key = key_start;
             }
+
+            rc = 0;
 
             if (oip_json_str_eq(&key, "name", 4)) {
                 if (*j->p != '"') {
@@ -541,8 +583,12 @@ oip_parse_outputs(oip_req_t *rq)
                          name.data);
 
             } else if (oip_json_str_eq(&key, "parameters", 10)) {
-                rc = oip_parse_params(rq, "binary_data", label, f,
-                                      key_start, prev_end);
+                pending = oip_null_member(j, &nulls, key_start, prev_end);
+
+                if (pending == NULL) {
+                    rc = oip_parse_params(rq, "binary_data", label, f,
+                                          key_start, prev_end);
+                }
 
             } else {
                 rc = oip_json_skip(j);
@@ -561,6 +607,10 @@ oip_parse_outputs(oip_req_t *rq)
 
         if (!named) {
             return oip_fail(&rq->m.c, 400, "%s: 'name' is missing", label);
+        }
+
+        if (oip_nulls_delete(&rq->m, &nulls) != 0) {
+            return -1;
         }
 
         f->close = j->p - 1;

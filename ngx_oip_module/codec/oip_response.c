@@ -35,8 +35,10 @@ static int oip_wish_index(oip_resp_t *rs);
 static const oip_kind_t  oip_response_kind = {
     "response", "output",
     oip_response_envelope, oip_response_act, NULL,
+    "the answer with its binary outputs converted to JSON",
     0,                                  /* nonempty */
-    1                                   /* bytes_stay */
+    1,                                  /* bytes_stay */
+    0                                   /* upstream */
 };
 
 
@@ -131,17 +133,25 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
 }
 
 
-/* the answer's object: only its "outputs" matter here */
+/*
+ * The answer's object: its "outputs", and the optional members that
+ * runtimes write as null (KServe: "id", "model_version", "parameters"),
+ * which are dropped.
+ */
 
 static int
 oip_response_envelope(oip_msg_t *m)
 {
-    int          rc;
-    oip_obj_t    o;
-    oip_str_t    key;
-    oip_json_t  *j;
+    int             rc;
+    oip_obj_t       o;
+    oip_str_t       key;
+    oip_json_t     *j;
+    oip_nulls_t     nulls;
+    oip_member_t   *pending;
+    const uint8_t  *key_start, *prev_end;
 
     j = &m->j;
+    nulls.n = 0;
 
     oip_json_ws(j);
 
@@ -153,21 +163,39 @@ oip_response_envelope(oip_msg_t *m)
         return -1;
     }
 
-    while ((rc = oip_json_member(j, &o, &key, NULL)) == 1) {
+    pending = NULL;
+    prev_end = NULL;
 
-        if (oip_json_str_eq(&key, "outputs", 7)) {
-            rc = oip_msg_tensors(m);
+    while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
 
-        } else {
-            rc = oip_json_skip(j);
+        if (pending) {
+            pending->next_key = key_start;
+            pending = NULL;
+        }
+
+        rc = 0;
+
+        if (oip_json_str_eq(&key, "outputs", 7)
+            || oip_json_str_eq(&key, "parameters", 10)
+            || oip_json_str_eq(&key, "id", 2)
+            || oip_json_str_eq(&key, "model_version", 13))
+        {
+            pending = oip_null_member(j, &nulls, key_start, prev_end);
+        }
+
+        if (pending == NULL) {
+            rc = oip_json_str_eq(&key, "outputs", 7) ? oip_msg_tensors(m)
+                                                     : oip_json_skip(j);
         }
 
         if (rc != 0) {
             return -1;
         }
+
+        prev_end = j->p;
     }
 
-    if (rc < 0) {
+    if (rc < 0 || oip_nulls_delete(m, &nulls) != 0) {
         return -1;
     }
 
@@ -199,15 +227,30 @@ oip_response_act(oip_msg_t *m, oip_item_t *it)
         oip_free(&m->c, (void *) k.data);
     }
 
+    if (binary < 0) {
+        /* the client listed its outputs, and not this one */
+        return OIP_ACT_DROP;
+    }
+
     if (it->data_at) {
         return binary ? OIP_ACT_BINARY : OIP_ACT_PASS;
     }
 
-    return binary ? OIP_ACT_PASS : OIP_ACT_JSON;
+    if (it->has_bds) {
+        return binary ? OIP_ACT_PASS : OIP_ACT_JSON;
+    }
+
+    /* in shared memory: nothing here to convert */
+
+    return OIP_ACT_PASS;
 }
 
 
-/* SPEC 2: listed outputs by their own binary_data, others by default */
+/*
+ * SPEC 2: listed outputs by their own binary_data, every output by
+ * binary_data_output when none is listed; -1 for an output the client
+ * did not list when it listed some.
+ */
 
 static int
 oip_wish_binary(oip_resp_t *rs, const oip_key_t *k)
@@ -229,7 +272,7 @@ oip_wish_binary(oip_resp_t *rs, const oip_key_t *k)
             }
         }
 
-        return rs->wish->binary;
+        return -1;
     }
 
     for (i = k->hash & rs->mask; (slot = rs->table[i]) != 0;
@@ -242,7 +285,7 @@ oip_wish_binary(oip_resp_t *rs, const oip_key_t *k)
         }
     }
 
-    return rs->wish->binary;
+    return -1;
 }
 
 

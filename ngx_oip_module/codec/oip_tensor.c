@@ -63,6 +63,8 @@ static uint64_t oip_fast_run(oip_json_t *j, const oip_tensor_t *t,
     uint8_t *dst, uint64_t i, uint64_t max);
 static int oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     oip_out_t *bytes);
+static int oip_binary_finite(oip_ctx_t *c, const oip_tensor_t *t,
+    const uint8_t *src, size_t len, int status);
 static int oip_data_nested(oip_json_t *j, const oip_tensor_t *t,
     uint8_t *dst, oip_out_t *bytes);
 
@@ -247,6 +249,27 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
         return oip_count_tensor(j->ctx, 4 + len);
     }
 
+    if (c == 'n' && t->null_nan && dt >= OIP_FP16 && oip_json_null(j)) {
+        /* an answer's null float: the NaN its runtime could not write */
+        if (dst) {
+            switch (dt) {
+            case OIP_FP16:
+                oip_put16(dst + i * 2, 0x7e00);
+                break;
+            case OIP_BF16:
+                oip_put16(dst + i * 2, 0x7fc0);
+                break;
+            case OIP_FP32:
+                oip_put32(dst + i * 4, 0x7fc00000);
+                break;
+            default:
+                oip_put64(dst + i * 8, 0x7ff8000000000000ULL);
+            }
+        }
+
+        return 0;
+    }
+
     if (c != '-' && (c < '0' || c > '9') && c != 'N' && c != 'I') {
         return oip_tensor_fail(j->ctx, t, 400,
                                "element %llu: expected a number",
@@ -255,6 +278,12 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
 
     if (oip_json_number(j, &n) != 0) {
         return -1;
+    }
+
+    if (n.special && t->finite && dt >= OIP_FP16) {
+        return oip_tensor_fail(j->ctx, t, 400, "element %llu is %.*s; "
+                               OIP_NONFINITE_WHY, (unsigned long long) i,
+                               (int) (n.end - n.start), n.start);
     }
 
     switch (dt) {
@@ -833,6 +862,58 @@ oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
 }
 
 
+/*
+ * A float tensor whose values go upstream as JSON, to a reader without
+ * NaN and Infinity: the first such value is refused, by its index.
+ */
+
+static int
+oip_binary_finite(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
+    size_t len, int status)
+{
+    size_t    i, size;
+    uint64_t  v, exp, mant, sign;
+
+    switch (t->dt) {
+    case OIP_FP16:
+        exp = 0x7c00;
+        mant = 0x3ff;
+        break;
+    case OIP_BF16:
+        exp = 0x7f80;
+        mant = 0x7f;
+        break;
+    case OIP_FP32:
+        exp = 0x7f800000;
+        mant = 0x7fffff;
+        break;
+    case OIP_FP64:
+        exp = 0x7ff0000000000000ULL;
+        mant = 0xfffffffffffffULL;
+        break;
+    default:
+        return 0;
+    }
+
+    size = oip_dtypes[t->dt].size;
+    sign = (uint64_t) 1 << (size * 8 - 1);
+
+    for (i = 0; i + size <= len; i += size) {
+        v = (size == 2) ? oip_get16(src + i)
+            : (size == 4) ? oip_get32(src + i) : oip_get64(src + i);
+
+        if ((v & exp) == exp) {
+            return oip_tensor_fail(c, t, status, "element %zu is %s; "
+                                   OIP_NONFINITE_WHY, i / size,
+                                   (v & mant) ? "NaN"
+                                   : (v & sign) ? "-Infinity" : "Infinity");
+        }
+    }
+
+    return 0;
+}
+
+
 /* a BYTES chunk, already checked, holds only valid UTF-8 */
 
 int
@@ -873,7 +954,9 @@ oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
     uint64_t       v64;
     const uint8_t *s;
 
-    if (oip_binary_check(c, t, src, len, status) != 0) {
+    if (oip_binary_check(c, t, src, len, status) != 0
+        || (t->finite && oip_binary_finite(c, t, src, len, status) != 0))
+    {
         return -1;
     }
 

@@ -51,7 +51,15 @@ typedef struct {
     const uint64_t        *shape;
     size_t                 rank;
     uint64_t               count;      /* product of shape */
+    unsigned               finite:1;   /* NaN and Infinity refused */
+    unsigned               null_nan:1; /* null is a float's NaN */
 } oip_tensor_t;
+
+
+/* why a NaN or an infinity is refused: the upstream reads plain JSON */
+#define OIP_NONFINITE_WHY                                                     \
+    "the upstream reads JSON without NaN or Infinity "                        \
+    "(oip_upstream_nonfinite refuse)"
 
 
 oip_dtype_e oip_dtype_find(const uint8_t *s, size_t len);

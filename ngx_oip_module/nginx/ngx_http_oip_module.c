@@ -39,6 +39,20 @@ static ngx_conf_enum_t  ngx_http_oip_raw_forms[] = {
 };
 
 
+static ngx_conf_enum_t  ngx_http_oip_nonfinite[] = {
+    { ngx_string("pass"), NGX_HTTP_OIP_NONFINITE_PASS },
+    { ngx_string("refuse"), NGX_HTTP_OIP_NONFINITE_REFUSE },
+    { ngx_null_string, 0 }
+};
+
+
+static ngx_conf_enum_t  ngx_http_oip_errors[] = {
+    { ngx_string("rewrite"), NGX_HTTP_OIP_ERRORS_REWRITE },
+    { ngx_string("pass"), NGX_HTTP_OIP_ERRORS_PASS },
+    { ngx_null_string, 0 }
+};
+
+
 static ngx_conf_num_bounds_t  ngx_http_oip_depth_bounds = {
     ngx_conf_check_num_bounds, 1, 100000
 };
@@ -80,6 +94,20 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_oip_loc_conf_t, raw_outputs),
       &ngx_http_oip_raw_forms },
+
+    { ngx_string("oip_upstream_nonfinite"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, nonfinite),
+      &ngx_http_oip_nonfinite },
+
+    { ngx_string("oip_upstream_errors"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, errors),
+      &ngx_http_oip_errors },
 
     { ngx_string("oip_max_json_size"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -152,6 +180,8 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->outputs = NGX_CONF_UNSET_UINT;
     conf->raw = NGX_CONF_UNSET_PTR;
     conf->raw_outputs = NGX_CONF_UNSET_UINT;
+    conf->nonfinite = NGX_CONF_UNSET_UINT;
+    conf->errors = NGX_CONF_UNSET_UINT;
     conf->max_json_size = NGX_CONF_UNSET;
     conf->max_tensor_size = NGX_CONF_UNSET;
     conf->max_depth = NGX_CONF_UNSET_UINT;
@@ -172,6 +202,12 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_ptr_value(conf->raw, prev->raw, NULL);
     ngx_conf_merge_uint_value(conf->raw_outputs, prev->raw_outputs,
                               OIP_FORM_BINARY);
+
+    /* Triton, the protocol's reference, reads NaN and Infinity */
+    ngx_conf_merge_uint_value(conf->nonfinite, prev->nonfinite,
+                              NGX_HTTP_OIP_NONFINITE_PASS);
+    ngx_conf_merge_uint_value(conf->errors, prev->errors,
+                              NGX_HTTP_OIP_ERRORS_REWRITE);
     ngx_conf_merge_off_value(conf->max_json_size, prev->max_json_size,
                              64 * 1024 * 1024);
     ngx_conf_merge_off_value(conf->max_tensor_size, prev->max_tensor_size,
@@ -369,6 +405,8 @@ ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt)
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
+    ngx_memzero(opt, sizeof(oip_options_t));
+
     opt->inputs = olcf->inputs;
     opt->outputs = olcf->outputs;
     opt->max_json_size = (size_t) olcf->max_json_size;
@@ -376,6 +414,7 @@ ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt)
     opt->max_depth = olcf->max_depth;
     opt->raw = olcf->raw;
     opt->raw_outputs = olcf->raw_outputs;
+    opt->finite_upstream = (olcf->nonfinite == NGX_HTTP_OIP_NONFINITE_REFUSE);
 }
 
 

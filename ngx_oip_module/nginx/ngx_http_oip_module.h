@@ -22,6 +22,12 @@
 
 #define NGX_HTTP_OIP_IHCL    "Inference-Header-Content-Length"
 
+#define NGX_HTTP_OIP_NONFINITE_PASS    0
+#define NGX_HTTP_OIP_NONFINITE_REFUSE  1
+
+#define NGX_HTTP_OIP_ERRORS_REWRITE    0
+#define NGX_HTTP_OIP_ERRORS_PASS       1
+
 
 typedef struct {
     ngx_flag_t             enable;
@@ -32,6 +38,8 @@ typedef struct {
     ngx_uint_t             max_depth;
     oip_raw_input_t       *raw;
     ngx_uint_t             raw_outputs;     /* oip_form_e */
+    ngx_uint_t             nonfinite;       /* NGX_HTTP_OIP_NONFINITE_* */
+    ngx_uint_t             errors;          /* NGX_HTTP_OIP_ERRORS_* */
 } ngx_http_oip_loc_conf_t;
 
 
@@ -52,6 +60,7 @@ typedef struct {
 
     unsigned               manage:1;
     unsigned               filtering:1;
+    unsigned               failed:1;    /* an upstream error answer held */
     unsigned               sent:1;
     unsigned               replace:1;   /* with page, nginx's error page */
 } ngx_http_oip_ctx_t;

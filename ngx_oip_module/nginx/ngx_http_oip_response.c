@@ -26,6 +26,10 @@ static ngx_int_t ngx_http_oip_append(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char *data, size_t len);
 static ngx_int_t ngx_http_oip_finish(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_finish_error(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_send_held(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_send(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_result_t *res);
 static ngx_int_t ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
@@ -37,6 +41,10 @@ static ngx_http_output_body_filter_pt    ngx_http_next_body_filter;
 
 
 static ngx_str_t  ngx_http_oip_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
+
+
+/* an error answer's message is read from this much of its body, at most */
+#define NGX_HTTP_OIP_ERROR_MAX  65536
 
 
 ngx_int_t
@@ -75,12 +83,23 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
         return ngx_http_oip_not_http(r, ctx);
     }
 
-    if (ctx == NULL || !ctx->manage || ctx->filtering) {
+    if (ctx == NULL || ctx->status != NGX_DECLINED || ctx->filtering) {
         return ngx_http_next_header_filter(r);
     }
 
-    if (r->headers_out.status != NGX_HTTP_OK
-        || r->header_only || r->method == NGX_HTTP_HEAD)
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    /*
+     * An answer is held when there may be something to do: a 200 to
+     * reshape to the client's wish or to drop outputs from, an error
+     * from the upstream to give the protocol's shape.
+     */
+
+    if (r->header_only || r->method == NGX_HTTP_HEAD
+        || !((r->headers_out.status == NGX_HTTP_OK && ctx->manage)
+             || (r->headers_out.status >= NGX_HTTP_BAD_REQUEST
+                 && r->upstream
+                 && olcf->errors == NGX_HTTP_OIP_ERRORS_REWRITE)))
     {
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "oip: answer %ui passed on as it is",
@@ -98,10 +117,11 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
-    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
-
     ctx->filtering = 1;
-    ctx->limit = (size_t) (olcf->max_json_size + olcf->max_tensor_size);
+    ctx->failed = (r->headers_out.status != NGX_HTTP_OK);
+    ctx->limit = ctx->failed ? NGX_HTTP_OIP_ERROR_MAX
+                            : (size_t) (olcf->max_json_size
+                                        + olcf->max_tensor_size);
 
     /* the whole answer, once, when its size is announced */
 
@@ -119,9 +139,9 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
     r->filter_need_in_memory = 1;
     r->allow_ranges = 0;
 
-    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: answer held to be reshaped, Content-Length %O",
-                   len);
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: answer %ui held, Content-Length %O",
+                   r->headers_out.status, len);
 
     /* the headers go out when the body is known */
 
@@ -205,7 +225,8 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: answer of %uz bytes buffered", ctx->len);
 
-    return ngx_http_oip_finish(r, ctx);
+    return ctx->failed ? ngx_http_oip_finish_error(r, ctx)
+                      : ngx_http_oip_finish(r, ctx);
 }
 
 
@@ -391,7 +412,16 @@ ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     }
 
     if (len > ctx->limit - ctx->len) {
-        return NGX_DECLINED;
+        if (!ctx->failed) {
+            return NGX_DECLINED;
+        }
+
+        /* an error's message is in its beginning: the rest is dropped */
+        len = ctx->limit - ctx->len;
+
+        if (len == 0) {
+            return NGX_OK;
+        }
     }
 
     if (ctx->len + len > ctx->cap) {
@@ -458,6 +488,127 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
                    res.binary, res.body_len, res.header_len, res.nsegs);
 
     return ngx_http_oip_send(r, ctx, &res);
+}
+
+
+/*
+ * An upstream's error answer: as it came if it is {"error": string}
+ * already, else {"error": what it says}, its status kept.
+ */
+
+static ngx_int_t
+ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    ngx_int_t        rc;
+    ngx_buf_t       *b;
+    ngx_chain_t      out;
+    oip_alloc_t      alloc;
+    oip_header_t     type, ihcl;
+    oip_result_t     res;
+    ngx_table_elt_t  *h;
+
+    type.data = r->headers_out.content_type.data;
+    type.len = r->headers_out.content_type.len;
+    type.count = (type.len != 0);
+
+    ngx_http_oip_allocator(r, &alloc);
+
+    if (oip_response_error(&res, &alloc, r->headers_out.status, &type,
+                           ctx->buf ? ctx->buf : (u_char *) "", ctx->len)
+        == 0)
+    {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "oip: error answer %ui already in the protocol's "
+                       "shape", r->headers_out.status);
+
+        return ngx_http_oip_send_held(r, ctx);
+    }
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "oip: model \"%V\": upstream error %ui given as "
+                  "{\"error\": ...}: %s", &ctx->model,
+                  r->headers_out.status, res.error);
+
+    ctx->sent = 1;
+
+    b = ngx_http_oip_error_json(r, (u_char *) res.error,
+                                ngx_strlen(res.error));
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    /* the status and the other headers stay the upstream's */
+
+    while ((h = ngx_http_oip_header(&r->headers_out.headers,
+                                    &ngx_http_oip_ihcl, &ihcl))
+           != NULL)
+    {
+        h->hash = 0;
+    }
+
+    if (r->headers_out.content_length) {
+        r->headers_out.content_length->hash = 0;
+        r->headers_out.content_length = NULL;
+    }
+
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_http_oip_content_type(r, OIP_TYPE_JSON);
+    ngx_http_clear_etag(r);
+    ngx_http_clear_last_modified(r);
+
+    rc = ngx_http_next_header_filter(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_next_body_filter(r, &out);
+}
+
+
+/* what was held, sent on as it came, headers and all */
+
+static ngx_int_t
+ngx_http_oip_send_held(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t  *out;
+    oip_seg_t     held;
+
+    ctx->sent = 1;
+
+    held.data = ctx->buf;
+    held.len = ctx->len;
+
+    if (ngx_http_oip_chain(r, &held, 1, &out, &b) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    if (out == NULL) {
+        b = ngx_calloc_buf(r->pool);
+        out = ngx_alloc_chain_link(r->pool);
+
+        if (b == NULL || out == NULL) {
+            return NGX_ERROR;
+        }
+
+        out->buf = b;
+        out->next = NULL;
+    }
+
+    b->last_buf = 1;
+
+    rc = ngx_http_next_header_filter(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    return ngx_http_next_body_filter(r, out);
 }
 
 

@@ -311,7 +311,7 @@ ours_j2b(set_t *s)
 {
     oip_result_t   req;
     oip_options_t  opt = { OIP_FORM_BINARY, OIP_FORM_KEEP, SIZE_MAX / 4,
-                           SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY };
+                           SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY, 0 };
 
     oip_request_process(&req, &alloc, &opt,
                         &(oip_framing_t) { -1, OIP_ENC_NONE }, s->json,
@@ -328,7 +328,7 @@ ours_b2j(set_t *s)
 {
     oip_result_t   req;
     oip_options_t  opt = { OIP_FORM_JSON, OIP_FORM_KEEP, SIZE_MAX / 4,
-                           SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY };
+                           SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY, 0 };
 
     oip_request_process(&req, &alloc, &opt,
                         &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE },
@@ -345,7 +345,7 @@ ours_validate(set_t *s)
 {
     oip_result_t   req;
     oip_options_t  opt = { OIP_FORM_KEEP, OIP_FORM_KEEP, SIZE_MAX / 4,
-                           SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY };
+                           SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY, 0 };
 
     oip_request_process(&req, &alloc, &opt,
                         &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE },

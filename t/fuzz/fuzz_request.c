@@ -19,6 +19,7 @@
  *             2 len - c[3..6] % (len + 1), 3 zero: raw)
  *             bit 2: allocation c[13] + 1 fails; bit 3: and all after
  *             bit 4: raw_outputs json (else binary)
+ *             bit 5: NaN and Infinity refused in JSON sent upstream
  *   c[3..6]   the IHCL value, little-endian
  *   c[7]      raw datatype: c[7] % 16 (14 and 15: unknown ones)
  *   c[8]      raw rank: 1 + (c[8] & 3); the -1 at (c[8] >> 2) & 7, if
@@ -174,6 +175,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opt.outputs = fz_form(c[0] >> 2);
     opt.max_depth = 1 + c[1] % 200;
     opt.raw_outputs = (c[2] & 0x10) ? OIP_FORM_JSON : OIP_FORM_BINARY;
+    opt.finite_upstream = (c[2] & 0x20) ? 1 : 0;
 
     if (c[0] & 0x40) {
         opt.max_json_size = 16 + 16 * (size_t) c[11];
@@ -438,6 +440,16 @@ fz_request_refeed(const oip_result_t *req, const oip_options_t *opt)
 
     if (o.max_depth < FZ_REFEED_DEPTH) {
         o.max_depth = FZ_REFEED_DEPTH;
+    }
+
+    /*
+     * The codec's own additions (binary_data_size, a raw request's
+     * header) may take a message past oip_max_json_size: the limit
+     * bounds what comes in, never what the gateway adds.
+     */
+
+    if (o.max_json_size < req->header_len) {
+        o.max_json_size = req->header_len;
     }
 
     ihcl = req->binary ? (off_t) req->header_len : -1;

@@ -235,6 +235,16 @@ fz_response_refeed(const oip_result_t *resp, const oip_options_t *opt,
         o.max_depth = FZ_REFEED_DEPTH;
     }
 
+    /*
+     * The codec's own additions (binary_data_size, a raw request's
+     * header) may take a message past oip_max_json_size: the limit
+     * bounds what comes in, never what the gateway adds.
+     */
+
+    if (o.max_json_size < resp->header_len) {
+        o.max_json_size = resp->header_len;
+    }
+
     ihcl = resp->binary ? (off_t) resp->header_len : -1;
 
     arena_init(&arena, &alloc);

@@ -88,7 +88,7 @@ static void fz_numbers(int dt, const u_char *p, const u_char *end);
 
 static const oip_options_t  fz_opts = {
     OIP_FORM_KEEP, OIP_FORM_KEEP, FZ_RT_LIMIT, FZ_RT_LIMIT, 100, NULL,
-    OIP_FORM_BINARY
+    OIP_FORM_BINARY, 0
 };
 
 

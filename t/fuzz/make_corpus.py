@@ -45,7 +45,7 @@ def js(obj):
 def req_config(inputs='keep', outputs='keep', enc='none', depth=100,
                ihcl=IHCL_NONE, ihcl_value=0, small=None, raw=None,
                raw_outputs_json=False, fail_at=None, fail_all=False,
-               raw_name=0, dims_text=0, ihcl_text=0):
+               raw_name=0, dims_text=0, ihcl_text=0, finite=False):
     """The 16 bytes fuzz_request.c reads first (see its comment)."""
     c = bytearray(16)
     c[0] = FORM[inputs] | (FORM[outputs] << 2) | (ENC[enc] << 4)
@@ -79,6 +79,9 @@ def req_config(inputs='keep', outputs='keep', enc='none', depth=100,
 
     if raw_outputs_json:
         c[2] |= 0x10
+
+    if finite:
+        c[2] |= 0x20
 
     if fail_at is not None:
         c[2] |= 0x04 | (0x08 if fail_all else 0)
@@ -283,6 +286,24 @@ def request_seeds():
     s['ihcl_text_overflow'] = (req_config(ihcl_text=20)
                                + b'18446744073709551616')
 
+    # KServe's request model dumped: null for every optional member
+    nulls = (b'{"id":null,"parameters":null,"inputs":[{"name":"n",'
+             b'"shape":[2],"datatype":"FP32","parameters":null,'
+             b'"data":[1.5,2]}],"outputs":[{"name":"o","parameters":null}]}')
+    s['kserve_nulls_keep'] = req_config() + nulls
+    s['kserve_nulls_binary'] = req_config('binary', 'binary') + nulls
+    s['kserve_nulls_json_out'] = req_config('keep', 'json') + nulls
+
+    # NaN and Infinity towards a JSON-only runtime
+    s['nonfinite_json_refused'] = (req_config(finite=True)
+                                   + js({'inputs': [tensor(
+                                       'x', 'FP32', [3],
+                                       [1.0, float('nan'), 2.0])]}))
+    hdr = js({'inputs': [tensor('b', 'FP64', [2], bds=16)]})
+    s['nonfinite_binary_refused'] = (req_config('json', ihcl=IHCL_TAIL,
+                                                ihcl_value=16, finite=True)
+                                     + hdr + le('d', [1.0, float('inf')]))
+
     s['depth_limit'] = (req_config('binary', depth=3)
                         + js({'inputs': [tensor('d', 'INT8', [1, 1],
                                                 [[1]])]}))
@@ -370,6 +391,24 @@ def resp_seeds():
     s['alloc_failure'] = (resp_config(['f'], [0], ihcl=IHCL_TAIL,
                                       ihcl_value=32, fail_at=4)
                           + hdr + chunk)
+
+    # KServe's JSON answer: nulls, and orjson's null for a NaN
+    j = (b'{"model_name":"m","model_version":null,"id":"1",'
+         b'"parameters":null,"outputs":[{"name":"f","shape":[3],'
+         b'"datatype":"FP32","parameters":null,"data":[1.5,null,2]},'
+         b'{"name":"g","shape":[1],"datatype":"INT8","parameters":null,'
+         b'"data":[3]}]}')
+    s['kserve_json_nulls'] = resp_config(listed=False) + j
+    s['kserve_json_nulls_binary'] = resp_config(listed=False,
+                                                binary=True) + j
+
+    # MLServer answers every output; the client listed only the first
+    hdr = js({'outputs': [tensor('a', 'INT16', [2], bds=4),
+                          tensor('b', 'INT16', [2], [5, 6]),
+                          tensor('c', 'INT16', [2], bds=4)]})
+    s['unlisted_dropped'] = (resp_config(['a'], [1], ihcl=IHCL_TAIL,
+                                         ihcl_value=8)
+                             + hdr + le('h', [1, 2, 3, 4]))
 
     # IHCL mode 1 is taken mod len + 2: len + 1 is one past the end
     s['ihcl_past_end'] = (resp_config(listed=False, ihcl=IHCL_ABS,

@@ -76,7 +76,7 @@ class DebugLog(GatewayTestCase):
             "binary:1",
             "oip: request headers changed: 0x7, Content-Type "
             "application/octet-stream",
-            "oip: answer held to be reshaped",
+            "oip: answer 200 held",
             "oip: answer of ",
             "oip: answer reshaped: binary:0")
         self.assertEqual(st, 200, body)
@@ -87,8 +87,7 @@ class DebugLog(GatewayTestCase):
         header = {"inputs": [
             {"name": "INPUT0", "shape": [2], "datatype": "FP32",
              "parameters": {"binary_data_size": 8}}],
-            "outputs": [{"name": "OUTPUT0",
-                         "parameters": {"binary_data": True}}]}
+            "parameters": {"binary_data_output": True}}
         body, n = binary_body(header, [pack("FP32", [1.5, -2.0])])
         (st, headers, _), text = self.logged(
             lambda: self.ngx.post("/keep/v2/models/identity/infer", body,

@@ -294,6 +294,11 @@ class Upstream(GatewayTestCase):
                 oip_upstream_outputs binary;
                 proxy_pass http://127.0.0.1:{rt}/;
             }}
+            location /errors-pass/ {{
+                oip on;
+                oip_upstream_errors pass;
+                proxy_pass http://127.0.0.1:{rec}/;
+            }}
             location /image/ {{
                 oip on;
                 oip_raw_input IMAGE UINT8 -1,3;
@@ -355,16 +360,42 @@ class Upstream(GatewayTestCase):
         resp = self.ngx.post("/v2/models/m/infer", self.REQ)
         self.assertJSONError(resp, 502, "oip_max_json_size plus")
 
+    ERRORS = [
+        (400, "application/json", b'{"error":"bad input"}', None),
+        (404, "text/plain", b"Not Found", "Not Found"),
+        (500, "text/html", b"<h1>boom</h1>", "boom"),
+        (503, "application/json", b'{"error":"not ready"}', None),
+        (422, "application/json",
+         b'{"detail":[{"loc":["body","inputs"],"msg":"field required",'
+         b'"type":"value_error.missing"}]}',
+         "field required (at body.inputs)")]
+
+    def test_upstream_errors_in_the_protocols_shape(self):
+        """oip_upstream_errors rewrite, the default: {"error": string}
+        passes as it came; any other body says its message in that
+        shape, the upstream's status and other headers kept."""
+        for status, ctype, body, msg in self.ERRORS:
+            with self.subTest(status=status):
+                self.rec.answer = answer(body, {"Content-Type": ctype,
+                                                "X-Up": "kept"}, status)
+                resp = self.ngx.post("/v2/models/m/infer", self.REQ)
+                st, h, out = resp
+                self.assertEqual(h.get("x-up"), "kept")
+                if msg is None:
+                    self.assertEqual((st, out), (status, body))
+                    self.assertEqual(h["content-type"], ctype)
+                else:
+                    self.assertEqual(self.assertJSONError(resp, status),
+                                     msg)
+
     def test_upstream_errors_pass_untouched(self):
-        for status, ctype, body in [
-                (400, "application/json", b'{"error":"bad input"}'),
-                (404, "text/plain", b"Not Found"),
-                (500, "text/html", b"<h1>boom</h1>"),
-                (503, "application/json", b'{"error":"not ready"}')]:
+        """oip_upstream_errors pass: every error body as it came."""
+        for status, ctype, body, msg in self.ERRORS:
             with self.subTest(status=status):
                 self.rec.answer = answer(body, {"Content-Type": ctype},
                                          status)
-                st, h, out = self.ngx.post("/v2/models/m/infer", self.REQ)
+                st, h, out = self.ngx.post("/errors-pass/v2/models/m/infer",
+                                           self.REQ)
                 self.assertEqual((st, out), (status, body))
                 self.assertEqual(h["content-type"], ctype)
 

@@ -13,69 +13,6 @@
 #include <zlib.h>
 
 
-typedef struct {
-    arena_t          arena;
-    oip_alloc_t      alloc;
-    oip_result_t     resp;
-    u_char          *body;
-    u_char          *out;
-    size_t           len;
-} rrun_t;
-
-
-static void
-rrun_free(rrun_t *r)
-{
-    arena_destroy(&r->arena);
-    free(r->body);
-    free(r->out);
-}
-
-
-/* an upstream answer (JSON + binary) given to a client with wish w */
-
-static int
-respond(rrun_t *r, const oip_wish_t *w, const char *json, const u_char *bin,
-    size_t blen, off_t ihcl)
-{
-    size_t  jlen;
-
-    memset(r, 0, sizeof(rrun_t));
-    arena_init(&r->arena, &r->alloc);
-
-    jlen = strlen(json);
-    r->body = malloc(jlen + blen ? jlen + blen : 1);
-    memcpy(r->body, json, jlen);
-    if (blen) {
-        memcpy(r->body + jlen, bin, blen);
-    }
-
-    if (ihcl == -2) {
-        ihcl = (off_t) jlen;
-    }
-
-    oip_response_process(&r->resp, &r->alloc, &opts, w,
-                         &(oip_framing_t) { ihcl, OIP_ENC_NONE }, r->body,
-                         jlen + blen);
-
-    if (r->resp.status) {
-        return r->resp.status;
-    }
-
-    if (r->resp.rewritten) {
-        r->out = flatten(r->resp.segs, r->resp.nsegs, r->resp.body_len,
-                         &r->len);
-
-    } else {
-        r->out = malloc(jlen + blen + 1);
-        memcpy(r->out, r->body, jlen + blen);
-        r->len = jlen + blen;
-    }
-
-    return 0;
-}
-
-
 /* the request's header as the upstream gets it, under opt */
 
 static void
