@@ -392,6 +392,11 @@ def resp_seeds():
                                       ihcl_value=32, fail_at=4)
                           + hdr + chunk)
 
+    # IHCL mode 1 is taken mod len + 2: len + 1 is one past the end
+    s['ihcl_past_end'] = (resp_config(listed=False, ihcl=IHCL_ABS,
+                                      ihcl_value=len(hdr + chunk) + 1)
+                          + hdr + chunk)
+
     # KServe's JSON answer: nulls, and orjson's null for a NaN
     j = (b'{"model_name":"m","model_version":null,"id":"1",'
          b'"parameters":null,"outputs":[{"name":"f","shape":[3],'
@@ -409,11 +414,6 @@ def resp_seeds():
     s['unlisted_dropped'] = (resp_config(['a'], [1], ihcl=IHCL_TAIL,
                                          ihcl_value=8)
                              + hdr + le('h', [1, 2, 3, 4]))
-
-    # IHCL mode 1 is taken mod len + 2: len + 1 is one past the end
-    s['ihcl_past_end'] = (resp_config(listed=False, ihcl=IHCL_ABS,
-                                      ihcl_value=len(hdr + chunk) + 1)
-                          + hdr + chunk)
 
     return s
 
