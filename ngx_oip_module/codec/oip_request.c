@@ -34,6 +34,19 @@ typedef struct {
 } oip_flagged_t;
 
 
+/*
+ * What an error message calls an object: made only when there is an
+ * error, the success path pays nothing for it.
+ */
+
+typedef struct {
+    const char            *text;        /* "the request", or NULL */
+    size_t                 index;       /* outputs[index] */
+    oip_str_t              name;        /* once known */
+    unsigned               named:1;
+} oip_label_t;
+
+
 typedef struct {
     oip_msg_t              m;
     oip_result_t          *res;
@@ -55,8 +68,9 @@ static int oip_request_raw(oip_req_t *rq, const uint8_t *body, size_t len);
 static int oip_request_envelope(oip_msg_t *m);
 static int oip_parse_outputs(oip_req_t *rq);
 static int oip_parse_params(oip_req_t *rq, const char *flag,
-    const char *label, oip_flagged_t *f, const uint8_t *key_start,
+    const oip_label_t *label, oip_flagged_t *f, const uint8_t *key_start,
     const uint8_t *prev_end);
+static const char *oip_label(const oip_label_t *l, char *buf, size_t size);
 static oip_act_e oip_request_act(oip_msg_t *m, oip_item_t *it);
 static int oip_request_edits(oip_msg_t *m);
 static int oip_outputs_edits(oip_req_t *rq);
@@ -367,6 +381,9 @@ oip_request_envelope(oip_msg_t *m)
     oip_member_t   *pending;
     const uint8_t  *key_start, *prev_end;
 
+    static const oip_label_t  request = { "the request", 0, { NULL, 0, 0 },
+                                          0 };
+
     rq = m->data;
     j = &m->j;
     nulls.n = 0;
@@ -417,9 +434,8 @@ oip_request_envelope(oip_msg_t *m)
             pending = oip_null_member(j, &nulls, key_start, prev_end);
 
             if (pending == NULL) {
-                rc = oip_parse_params(rq, "binary_data_output",
-                                      "the request", &rq->top, key_start,
-                                      prev_end);
+                rc = oip_parse_params(rq, "binary_data_output", &request,
+                                      &rq->top, key_start, prev_end);
             }
 
         } else if (oip_json_str_eq(&key, "id", 2)) {
@@ -466,14 +482,15 @@ oip_request_envelope(oip_msg_t *m)
 static int
 oip_parse_outputs(oip_req_t *rq)
 {
-    int             rc, named;
-    char            label[96];
+    int             rc;
+    char            buf[96];
     ptrdiff_t       dup;
     oip_arr_t       a;
     oip_obj_t       o;
     oip_str_t       key, name;
     oip_key_t      *names, *k;
     oip_json_t     *j;
+    oip_label_t     label;
     oip_nulls_t     nulls;
     oip_member_t   *pending;
     oip_flagged_t  *f, *outs;
@@ -530,11 +547,13 @@ oip_parse_outputs(oip_req_t *rq)
             return -1;
         }
 
-        named = 0;
         nulls.n = 0;
         pending = NULL;
         prev_end = NULL;
-        snprintf(label, sizeof(label), "outputs[%zu]", a.n - 1);
+
+        label.text = NULL;
+        label.index = a.n - 1;
+        label.named = 0;
 
         while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
 
@@ -554,7 +573,8 @@ oip_parse_outputs(oip_req_t *rq)
             if (oip_json_str_eq(&key, "name", 4)) {
                 if (*j->p != '"') {
                     return oip_fail(&rq->m.c, 400, "%s: 'name' must be a "
-                                    "string", label);
+                                    "string",
+                                    oip_label(&label, buf, sizeof(buf)));
                 }
 
                 if (oip_json_string(j, &name) != 0) {
@@ -563,12 +583,14 @@ oip_parse_outputs(oip_req_t *rq)
 
                 if (name.len == 0) {
                     return oip_fail(&rq->m.c, 400, "%s: 'name' must not be "
-                                    "empty", label);
+                                    "empty",
+                                    oip_label(&label, buf, sizeof(buf)));
                 }
 
                 if (oip_name_controls(&name)) {
                     return oip_fail(&rq->m.c, 400, "%s: 'name' must not hold "
-                                    "control characters", label);
+                                    "control characters",
+                                    oip_label(&label, buf, sizeof(buf)));
                 }
 
                 if (oip_key_make(&rq->m.c, &name, &rq->out_names[rq->nouts])
@@ -577,16 +599,14 @@ oip_parse_outputs(oip_req_t *rq)
                     return -1;
                 }
 
-                named = 1;
-                snprintf(label, sizeof(label), "output '%.*s'",
-                         (int) oip_utf8_cut(name.data, name.len, OIP_NAME_MAX),
-                         name.data);
+                label.name = name;
+                label.named = 1;
 
             } else if (oip_json_str_eq(&key, "parameters", 10)) {
                 pending = oip_null_member(j, &nulls, key_start, prev_end);
 
                 if (pending == NULL) {
-                    rc = oip_parse_params(rq, "binary_data", label, f,
+                    rc = oip_parse_params(rq, "binary_data", &label, f,
                                           key_start, prev_end);
                 }
 
@@ -605,8 +625,9 @@ oip_parse_outputs(oip_req_t *rq)
             return -1;
         }
 
-        if (!named) {
-            return oip_fail(&rq->m.c, 400, "%s: 'name' is missing", label);
+        if (!label.named) {
+            return oip_fail(&rq->m.c, 400, "%s: 'name' is missing",
+                            oip_label(&label, buf, sizeof(buf)));
         }
 
         if (oip_nulls_delete(&rq->m, &nulls) != 0) {
@@ -636,6 +657,26 @@ oip_parse_outputs(oip_req_t *rq)
 }
 
 
+static const char *
+oip_label(const oip_label_t *l, char *buf, size_t size)
+{
+    if (l->text) {
+        return l->text;
+    }
+
+    if (l->named) {
+        snprintf(buf, size, "output '%.*s'",
+                 (int) oip_utf8_cut(l->name.data, l->name.len, OIP_NAME_MAX),
+                 l->name.data);
+
+    } else {
+        snprintf(buf, size, "outputs[%zu]", l->index);
+    }
+
+    return buf;
+}
+
+
 /*
  * The request's parameters and an output's: strings, numbers and
  * booleans only; the flag, if there, a boolean.  Records where the
@@ -643,10 +684,11 @@ oip_parse_outputs(oip_req_t *rq)
  */
 
 static int
-oip_parse_params(oip_req_t *rq, const char *flag, const char *label,
+oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
     oip_flagged_t *f, const uint8_t *key_start, const uint8_t *prev_end)
 {
     int            rc, is_flag;
+    char           buf[96];
     size_t         flen;
     uint8_t        c;
     oip_obj_t      o;
@@ -659,7 +701,7 @@ oip_parse_params(oip_req_t *rq, const char *flag, const char *label,
 
     if (*j->p != '{') {
         return oip_fail(&rq->m.c, 400, "%s: 'parameters' must be an object",
-                        label);
+                        oip_label(label, buf, sizeof(buf)));
     }
 
     if (oip_json_object(j, &o) != 0) {
@@ -681,7 +723,8 @@ oip_parse_params(oip_req_t *rq, const char *flag, const char *label,
 
         if (c == '{' || c == '[' || c == 'n') {
             return oip_fail(&rq->m.c, 400, "%s: parameter \"%.*s\" must be a "
-                            "string, number or boolean", label,
+                            "string, number or boolean",
+                            oip_label(label, buf, sizeof(buf)),
                             (int) oip_utf8_cut(key.data, key.len, OIP_NAME_MAX),
                             key.data);
         }
@@ -691,7 +734,7 @@ oip_parse_params(oip_req_t *rq, const char *flag, const char *label,
         if (is_flag) {
             if (c != 't' && c != 'f') {
                 return oip_fail(&rq->m.c, 400, "%s: %s must be a boolean",
-                                label, flag);
+                                oip_label(label, buf, sizeof(buf)), flag);
             }
 
             f->has_flag = 1;

@@ -224,7 +224,13 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         what |= NGX_HTTP_OIP_TYPE;
     }
 
-    if (res.manage) {
+    if (res.manage
+#if (NGX_HTTP_GZIP || NGX_HTTP_HEADERS)
+        /* nothing to drop, no list to rebuild: most clients send none */
+        && r->headers_in.accept_encoding
+#endif
+        )
+    {
         what |= NGX_HTTP_OIP_ENCODING;
     }
 

@@ -11,6 +11,9 @@ response at once, so that the gateway is what is measured):
 
     plain     proxy_pass alone
     keep      oip on: every request checked, passed on as it came
+    listed    the same, the client listing its output: the answer is
+              held and read, to drop outputs it did not list (what
+              reading answers under keep costs)
     binary    oip on; oip_upstream_inputs binary: JSON tensors converted
     peer      the OpenResty script operators deploy today
               (../shared/peers/openresty/json_to_binary.lua, beside
@@ -206,8 +209,9 @@ class Server:
             raise RuntimeError("%s: %s" % (self.name, log))
 
 
-def fp32_json(size, seed):
-    """A JSON FP32 request of about size bytes, values as models have."""
+def fp32_json(size, seed, outputs=""):
+    """A JSON FP32 request of about size bytes, values as models have;
+    outputs: an "outputs" member to add."""
     rnd = random.Random(seed)
     parts, total = [], 80
     while total < size:
@@ -216,7 +220,8 @@ def fp32_json(size, seed):
         parts.append(s)
         total += len(s) + 1
     return ('{"inputs":[{"name":"INPUT0","shape":[1,%d],"datatype":"FP32",'
-            '"data":[%s]}]}' % (len(parts), ",".join(parts))).encode()
+            '"data":[%s]}]%s}' % (len(parts), ",".join(parts),
+                                  outputs)).encode()
 
 
 def wrk(port, body_file, seconds):
@@ -265,6 +270,8 @@ def post_big(port, body):
 def main():
     rows = [("plain", "proxy_pass", ""),
             ("keep", "oip on (keep)", "oip on; oip_max_json_size 64m;"),
+            ("listed", "oip on (keep), output listed",
+             "oip on; oip_max_json_size 64m;"),
             ("binary", "oip_upstream_inputs binary",
              "oip on; oip_upstream_inputs binary; oip_max_json_size 64m;")]
     if os.path.exists(PEER):
@@ -278,6 +285,10 @@ def main():
     small = os.path.join(work, "small.json")
     with open(small, "wb") as f:
         f.write(fp32_json(1024, 1))
+    listed = os.path.join(work, "listed.json")
+    with open(listed, "wb") as f:
+        f.write(fp32_json(1024, 1, ',"outputs":[{"name":"OUTPUT0"}]'))
+    body = {key: listed if key == "listed" else small for key, _, _ in rows}
     big = fp32_json(BIG_SIZE, 2)
 
     up = Server("upstream", UPSTREAM_CONF, answer=ANSWER)
@@ -294,7 +305,7 @@ def main():
 
         # warm up: every path once, and the answers are right
         for key, _, _ in rows:
-            wrk(servers[key].port, small, 1)
+            wrk(servers[key].port, body[key], 1)
             post_big(servers[key].port, big)
 
         runs = {key: [] for key, _, _ in rows}
@@ -302,7 +313,7 @@ def main():
         for _ in range(ROUNDS):
             for key, _, _ in rows:
                 c0 = servers[key].cpu()
-                r = wrk(servers[key].port, small, SECONDS)
+                r = wrk(servers[key].port, body[key], SECONDS)
                 cpu[key][0] += servers[key].cpu() - c0
                 cpu[key][1] += r[3]
                 runs[key].append(r[:3])
@@ -363,6 +374,8 @@ def main():
     print("\ntargets (end to end):")
     target("1 KB req/s, oip on (keep) / proxy_pass", ratio["keep"], 0.9,
            True)
+    target("1 KB req/s, oip on (keep), output listed / proxy_pass",
+           ratio["listed"], 0.9, True)
     print("  %-56s %6.2f  (no target)"
           % ("1 KB req/s, oip_upstream_inputs binary / proxy_pass",
              ratio["binary"]))
