@@ -292,6 +292,13 @@ curl -s http://127.0.0.1:8000/v2/models/simple/infer -d '{"inputs":[
 curl -s http://127.0.0.1:8000/v2/models/identity/infer -d '{"inputs":[
   {"name":"INPUT0","shape":[2],"datatype":"INT64","data":[9223372036854775807,-9223372036854775808]}]}'
 
+# FP16 both ways: JSON in, binary to the runtime and back, JSON out
+curl -s http://127.0.0.1:8000/v2/models/identity/infer -d '{"inputs":[
+  {"name":"INPUT0","shape":[3],"datatype":"FP16","data":[1.0,0.1,65504]}]}'
+
+# the server's metadata, through the gateway
+curl -s http://127.0.0.1:8000/v2
+
 # a bad request is stopped at the edge with a precise error
 curl -s -i http://127.0.0.1:8000/v2/models/simple/infer -d '{"inputs":[
   {"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[1,2,3]}]}'

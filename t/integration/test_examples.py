@@ -2,10 +2,14 @@
 #
 # Copyright (C) ngx_oip_module authors
 #
-"""The documented configurations load: every docs/examples/*.conf passes
-nginx -t with the built module, and directive values are checked."""
+"""The documented configurations load and work: every docs/examples/*.conf,
+the README's and each of docs/upstreams.md's passes nginx -t with the
+built module and, run in front of the example runtime, answers GET /v2
+(server metadata) with the runtime's; the demo answers the commands
+./build.sh run prints as printed; directive values are checked."""
 
 import glob
+import json
 import os
 import re
 import shutil
@@ -16,7 +20,9 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import MODULE, NGINX, NGINX_ENV, ROOT, run_tests
+from oiptest import (MODULE, NGINX, NGINX_ENV, ROOT, GatewayTestCase,
+                     run_tests)
+from tensors import pack
 
 
 def nginx_t(conf_text, extra_g=""):
@@ -77,6 +83,104 @@ class Examples(unittest.TestCase):
             "oip on; oip_upstream_inputs json; oip_max_json_size 1k; "
             "oip_max_tensor_size 1g; oip_max_depth 100000;"))
         self.assertEqual(rc, 0, err)
+
+
+def documented():
+    """(where, configuration text, family it is written for): every
+    configuration the docs give, examples whole, snippets as written."""
+    out = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "docs", "examples",
+                                              "*.conf"))):
+        name = os.path.basename(path)
+        out.append((name, open(path).read(),
+                    "mlserver" if name == "translator.conf" else "triton"))
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    for block in re.findall(r"```nginx\n(.*?)```", readme, re.S):
+        out.append(("README.md", block, "triton"))
+    section = None
+    for part in re.split(r"^## ", open(os.path.join(
+            ROOT, "docs", "upstreams.md")).read(), flags=re.M):
+        for block in re.findall(r"```nginx\n(.*?)```", part, re.S):
+            family = ("kserve" if part.startswith("KServe") else
+                      "openvino" if part.startswith("OpenVINO") else
+                      "mlserver" if part.startswith("MLServer") else
+                      "triton")
+            out.append(("upstreams.md: " + part.split("\n")[0], block,
+                        family))
+    return out
+
+
+def runnable(text, runtime_port):
+    """A documented configuration, pointed at the example runtime and
+    listening where the test says."""
+    text = re.sub(r"load_module\s+\S+;", "load_module @MODULE@;", text)
+    text = re.sub(r"listen\s+[^;]+;", "listen 127.0.0.1:@PORT@;", text)
+    text = re.sub(r"(\bserver\s+)[\w.-]+:\d+", r"\g<1>127.0.0.1:%d"
+                  % runtime_port, text)
+    text = re.sub(r"proxy_pass http://[\w.-]+:\d+",
+                  "proxy_pass http://127.0.0.1:%d" % runtime_port, text)
+    if not re.search(r"^\s*http\s*{", text, re.M):
+        # a snippet of location blocks
+        text = ("http {\n server {\n  listen 127.0.0.1:@PORT@;\n%s }\n}\n"
+                % text)
+    if not re.search(r"^\s*events\s*{", text, re.M):
+        text += "events {}\n"
+    if not re.search(r"^\s*pid\s", text, re.M):
+        # not the system's /run/nginx.pid
+        text += "pid @DIR@/nginx.pid;\n"
+    if not re.search(r"^\s*load_module", text, re.M):
+        text = "load_module @MODULE@;\n" + text
+    return text
+
+
+class Documented(GatewayTestCase):
+    """Each documented configuration, run in front of the runtime it is
+    written for."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rts = {f: cls.start_runtime(f)
+                   for f in ("triton", "kserve", "openvino", "mlserver")}
+
+    def test_documented_configurations_answer_get_v2(self):
+        confs = documented()
+        self.assertGreaterEqual(len(confs), 9)
+        for where, text, family in confs:
+            with self.subTest(conf=where):
+                conf = runnable(text, self.rts[family].port)
+                ngx = self.start_nginx("", conf=conf)
+                st, h, body = ngx.request("GET", "/v2")
+                self.assertEqual(st, 200, body)
+                self.assertEqual(h["content-type"], "application/json")
+                self.assertIn("name", json.loads(body))
+                st, _, _ = ngx.request("GET", "/v2/health/ready")
+                self.assertEqual(st, 200)
+
+    def test_demo_answers_what_build_sh_prints(self):
+        """The curl lines ./build.sh run prints, each as printed."""
+        printed = open(os.path.join(ROOT, "build.sh")).read()
+        printed = printed[printed.index("cat <<'EOT'"):]
+        printed = printed[:printed.index("\nEOT\n")]
+        cmds = re.findall(r"^curl -s( -i)? http://127\.0\.0\.1:8000(\S+)"
+                          r"(?: -d '(.*?)')?$", printed, re.M | re.S)
+        self.assertGreaterEqual(len(cmds), 5)
+        text = open(os.path.join(ROOT, "docs", "examples",
+                                 "demo.conf")).read()
+        ngx = self.start_nginx("", conf=runnable(text,
+                                                 self.rts["triton"].port))
+        for shows, path, data in cmds:
+            with self.subTest(path=path, data=data[:40]):
+                if data:
+                    st, h, body = ngx.post(path, data.encode())
+                else:
+                    st, h, body = ngx.request("GET", path)
+                # the one shown with its headers (-i) is the refused one
+                self.assertEqual(st, 400 if shows else 200, body)
+                doc = json.loads(body)
+                if "FP16" in data:
+                    sent = json.loads(data)["inputs"][0]["data"]
+                    got = doc["outputs"][0]["data"]
+                    self.assertEqual(pack("FP16", got), pack("FP16", sent))
 
 
 if __name__ == "__main__":

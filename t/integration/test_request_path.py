@@ -26,7 +26,7 @@ class RequestPath(GatewayTestCase):
     def setUpGateway(cls):
         cls.rec = cls.start_recorder()
         cls.rt = cls.start_runtime("triton")
-        cls.mls = cls.start_runtime("jsononly")
+        cls.mls = cls.start_runtime("mlserver")
         cls.ngx = cls.start_nginx("""
             client_max_body_size 64m;
             client_body_buffer_size 1m;

@@ -184,18 +184,27 @@ class Nginx:
     """A real nginx with the module loaded, in its own prefix."""
 
     def __init__(self, server, http="", main="", workers=1,
-                 log_level="info", **subst):
+                 log_level="info", conf=None, **subst):
+        """server, http, main: parts of CONF; or conf, a whole
+        configuration in which @PORT@, @DIR@ and @MODULE@ stand for the
+        port to listen on, the prefix and the module."""
         self.dir = tempfile.mkdtemp(prefix="oip-nginx-")
         # workers run unprivileged: let them reach their temp paths
         os.chmod(self.dir, 0o755)
+        os.makedirs(os.path.join(self.dir, "logs"))
         self.port = free_port()
         self.h2port = free_port()
         values = dict(subst, dir=self.dir, port=self.port,
                       h2port=self.h2port)
-        conf = CONF.format(main=main, workers=workers, dir=self.dir,
-                           module=MODULE, http=http.format(**values),
-                           server=server.format(**values), port=self.port,
-                           h2port=self.h2port, log_level=log_level)
+        if conf is not None:
+            conf = (conf.replace("@PORT@", str(self.port))
+                    .replace("@DIR@", self.dir).replace("@MODULE@", MODULE))
+        else:
+            conf = CONF.format(main=main, workers=workers, dir=self.dir,
+                               module=MODULE, http=http.format(**values),
+                               server=server.format(**values),
+                               port=self.port, h2port=self.h2port,
+                               log_level=log_level)
         self.conf = os.path.join(self.dir, "nginx.conf")
         with open(self.conf, "w") as f:
             f.write(conf)

@@ -9,23 +9,31 @@ JSON and binary tensor data (Inference-Header-Content-Length), raw binary
 requests for one-input models, {"error": ...} bodies, gzip/deflate bodies,
 compressed responses, model metadata and health endpoints.
 
-    oip_runtime.py --port 8001 [--family triton|kserve|openvino|jsononly]
+    oip_runtime.py --port 8001 [--family triton|kserve|openvino|mlserver]
 
---family changes how outputs are answered, to stand in for the runtimes the
-gateway is deployed in front of:
+--family imitates the runtimes the gateway is deployed in front of, habits
+included, as their sources show them (docs/upstreams.md has the list):
   triton    a listed output is binary if its binary_data is true; without
-            an outputs list, binary_data_output decides for all of them
-  kserve    as Triton (kserve#5907 makes listed outputs ignore
-            binary_data_output), no raw binary, id always answered,
-            binary answers with a lower-case IHCL and no Content-Type;
-            a binary body sent without a non-JSON Content-Type is read as
-            JSON and refused with 422, as FastAPI does
+            an outputs list, binary_data_output decides for all of them;
+            a null where an object, array or string belongs is refused
+  kserve    (0.15) as Triton for outputs (kserve#5907: listed outputs
+            ignore binary_data_output), no raw binary; JSON answers write
+            null for every member without a value (id, model_version,
+            parameters, each output's parameters) and NaN as null;
+            binary answers carry a lower-case IHCL, no Content-Type and
+            come chunked; a binary body without a non-JSON Content-Type is
+            read as JSON by FastAPI: 422 {"detail": [...]}; versioned
+            paths answer 501; health answers {"live": true}
   openvino  binary_data_output is the default of listed outputs only;
             with no outputs list everything is JSON; no raw binary;
             binary answers say Content-Type: application/json
-  jsononly  no binary extension at all (MLServer): binary bodies are
-            refused with 422 and every output is JSON; FP16 and BF16
-            travel as JSON numbers, as numpy-based runtimes allow
+  mlserver  (1.3) JSON only, no binary extension: a binary body, or NaN
+            and Infinity (orjson), is 422 {"detail": [...]}; outputs and
+            binary_data* are ignored: every output is answered, as JSON;
+            FP16 numbers are read, BF16 is not (500); outputs carry
+            "parameters": {"content_type": "np"}; a model that fails is a
+            text/plain 500 "Internal Server Error"; health answers are
+            empty 200s ("jsononly" is an alias, the name it had)
 
 Standard library only.
 """
@@ -33,10 +41,13 @@ Standard library only.
 import argparse
 import gzip
 import json
+import math
+import re
 import signal
 import struct
 import sys
 import threading
+import uuid
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -56,9 +67,70 @@ IHCL = "Inference-Header-Content-Length"
 
 
 class InferError(Exception):
+    """An error answered as {"error": message}, the protocol's shape."""
+
     def __init__(self, message, status=400):
         super().__init__(message)
         self.status = status
+
+    def answer(self):
+        return self.status, json.dumps({"error": str(self)}).encode(), \
+            {"Content-Type": "application/json"}
+
+
+class DetailError(InferError):
+    """FastAPI's answer to a body it cannot read or validate (KServe,
+    MLServer): {"detail": ...}, 422 unless said otherwise."""
+
+    def __init__(self, detail, status=422):
+        super().__init__(str(detail), status)
+        self.detail = detail
+
+    def answer(self):
+        return self.status, json.dumps({"detail": self.detail}).encode(), \
+            {"Content-Type": "application/json"}
+
+
+class PlainError(InferError):
+    """Starlette's answer to an exception nobody handled."""
+
+    def __init__(self, status=500, text="Internal Server Error"):
+        super().__init__(text, status)
+
+    def answer(self):
+        return self.status, str(self).encode(), \
+            {"Content-Type": "text/plain; charset=utf-8"}
+
+
+def json_pos(body, pos):
+    """orjson's and json's way of saying where: line, column, char."""
+    line = body.count(b"\n", 0, pos) + 1
+    col = pos - (body.rfind(b"\n", 0, pos) + 1) + 1
+    return "line %d column %d (char %d)" % (line, col, pos)
+
+
+NONFINITE = re.compile(rb'"(?:[^"\\]|\\.)*"|(-?Infinity|NaN)')
+
+
+def orjson_loads(body):
+    """MLServer reads bodies with orjson: no NaN, no Infinity, nothing
+    after the document.  The error as FastAPI reports it."""
+    def fail(msg, pos):
+        raise DetailError([{"loc": ["body", pos],
+                            "msg": "%s: %s" % (msg, json_pos(body, pos)),
+                            "type": "value_error.jsondecode"}])
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        fail("str is not valid UTF-8: surrogates not allowed", e.start)
+    for m in NONFINITE.finditer(body):
+        if m.group(1):
+            fail("unexpected character", m.start(1))
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        fail("unexpected content after document" if e.msg == "Extra data"
+             else "unexpected character", e.pos)
 
 
 class Tensor:
@@ -101,11 +173,14 @@ def bf16_pack(x):
     return struct.pack("<H", (u + 0x7fff + ((u >> 16) & 1)) >> 16)
 
 
-def encode_json_values(name, datatype, values, half_as_json=False):
-    """JSON data to tensor bytes, with Triton's checks.  half_as_json:
-    accept FP16/BF16 numbers, as numpy-based runtimes (MLServer) do."""
+def encode_json_values(name, datatype, values, numpy_based=False):
+    """JSON data to tensor bytes, with Triton's checks.  numpy_based:
+    FP16 numbers are read, as MLServer's numpy codec reads them; BF16 is
+    not a numpy type, and fails there."""
     fmt, size = DTYPES[datatype]
-    if datatype in ("FP16", "BF16") and not half_as_json:
+    if datatype == "BF16" and numpy_based:
+        raise InferError("builtins.KeyError: 'BF16'", 500)
+    if datatype in ("FP16", "BF16") and not numpy_based:
         raise InferError("receiving %s data via JSON is not supported. "
                          "Please use the binary data format for input %s"
                          % (datatype, name))
@@ -231,7 +306,19 @@ class Identity(Model):
                        t.datatype, t.shape, t.raw) for t in tensors]
 
 
+class Fail(Model):
+    """A model whose code fails: each family answers it its own way."""
+
+    def run(self, tensors):
+        raise ModelFailed("the model failed")
+
+
+class ModelFailed(Exception):
+    pass
+
+
 MODELS = {
+    "fail": Fail(),
     "simple": Simple(),
     "identity": Identity(),
     "identity_fp32": Identity([("INPUT0", "FP32", [-1])]),
@@ -244,21 +331,41 @@ MODELS = {
 
 class Runtime:
     def __init__(self, family):
-        self.family = family
+        self.family = "mlserver" if family == "jsononly" else family
 
     def parse_request(self, model_name, model, headers, body):
         """Request bytes to (header JSON, tensors, raw?)."""
         ihcl = headers.get(IHCL)
-
-        if ihcl is not None and self.family == "jsononly":
-            raise InferError("request body is not JSON: this runtime has no "
-                             "binary tensor data extension", 422)
-
         ctype = (headers.get("Content-Type") or "").split(";")[0].strip()
-        if ihcl is not None and self.family == "kserve" and \
-                ctype in ("", "application/json"):
+        json_type = ctype in ("", "application/json") or \
+            ctype.endswith("+json")
+
+        if self.family == "mlserver":
+            # no binary extension: the body is JSON, or FastAPI says why
+            if not json_type:
+                raise DetailError([{"loc": ["body"],
+                                    "msg": "value is not a valid dict",
+                                    "type": "type_error.dict"}])
+            req = orjson_loads(body)
+            if not isinstance(req, dict) or "inputs" not in req:
+                raise DetailError([{"loc": ["body", "inputs"],
+                                    "msg": "field required",
+                                    "type": "value_error.missing"}])
+            ihcl = None
+
+        if ihcl is not None and self.family == "kserve" and json_type:
             # FastAPI reads such a body as JSON, and fails on the binary
-            raise InferError("request body is not valid JSON", 422)
+            try:
+                text = body.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DetailError("There was an error parsing the body", 400)
+            try:
+                json.loads(text)
+            except json.JSONDecodeError as e:
+                raise DetailError([{"type": "json_invalid",
+                                    "loc": ["body", e.pos],
+                                    "msg": "JSON decode error", "input": {},
+                                    "ctx": {"error": e.msg}}])
 
         if ihcl is not None:
             try:
@@ -284,6 +391,13 @@ class Runtime:
         if not isinstance(req, dict):
             raise InferError("failed to parse the request JSON buffer: not "
                              "an object", 500)
+
+        if self.family == "kserve" and "inputs" not in req:
+            raise DetailError([{"type": "missing", "loc": ["body", "inputs"],
+                                "msg": "Field required", "input": req}])
+
+        if self.family == "triton":
+            self.triton_nulls(req)
 
         binary = memoryview(body)[hlen:]
         pos = 0
@@ -333,7 +447,7 @@ class Runtime:
                     raise InferError("Unable to parse 'data': Shape does not "
                                      "match true shape of 'data' field", 500)
                 t.raw = encode_json_values(name, dt, values,
-                                           self.family == "jsononly")
+                                           self.family == "mlserver")
             self.check_size(model_name, t)
             tensors.append(t)
 
@@ -341,6 +455,25 @@ class Runtime:
             raise InferError("unexpected additional input data for model "
                              "'%s'" % model_name)
         return req, tensors, False
+
+    @staticmethod
+    def triton_nulls(req):
+        """Triton's JSON reader refuses a null where it wants a value."""
+        def kind(v):
+            return {dict: "object", list: "array", str: "string"}[v]
+        checks = [(req, "id", str), (req, "parameters", dict),
+                  (req, "outputs", list)]
+        for inp in req.get("inputs") or []:
+            if isinstance(inp, dict):
+                checks.append((inp, "parameters", dict))
+        for out in req.get("outputs") or []:
+            if isinstance(out, dict):
+                checks.append((out, "parameters", dict))
+        for obj, key, want in checks:
+            if key in obj and obj[key] is None:
+                raise InferError("Unable to parse '%s': attempt to access "
+                                 "JSON non-%s as %s" % (key, kind(want),
+                                                        kind(want)))
 
     def check_size(self, model_name, t):
         size = DTYPES[t.datatype][1]
@@ -390,7 +523,7 @@ class Runtime:
     def no_json_outputs(self):
         """Datatypes this family cannot write as JSON: Triton refuses FP16
         and BF16; OVMS's REST writer knows only FP32, FP64 and integers."""
-        if self.family == "jsononly":
+        if self.family == "mlserver":
             return ()
         if self.family == "openvino":
             return ("FP16", "BF16", "BOOL", "BYTES")
@@ -403,9 +536,9 @@ class Runtime:
         params = req.get("parameters") or {}
         default = bool(params.get("binary_data_output", False))
         listed = req.get("outputs")
-        if self.family == "jsononly":
-            return ({o["name"]: False for o in listed} if listed else None,
-                    False)
+        if self.family == "mlserver":
+            # MLServer answers what the model returns, as JSON
+            return None, False
         if not listed:
             return None, (default if self.family != "openvino" else False)
         wish = {}
@@ -426,7 +559,15 @@ class Runtime:
         req, tensors, raw = self.parse_request(model_name, model, headers,
                                                body)
         model.check_inputs(model_name, tensors)
-        results = {t.name: t for t in model.run(tensors)}
+        try:
+            results = {t.name: t for t in model.run(tensors)}
+        except ModelFailed as e:
+            if self.family == "mlserver":
+                # parallel_workers 0, debug off: Starlette's own answer
+                raise PlainError()
+            if self.family == "kserve":
+                raise InferError("ModelFailed : %s" % e, 500)
+            raise InferError(str(e), 500)
 
         wish, default = self.wants_binary(req, raw)
         if wish is not None:
@@ -438,9 +579,14 @@ class Runtime:
         else:
             chosen = [(t, default) for t in results.values()]
 
+        if self.family == "kserve":
+            return self.kserve_answer(model_name, req, chosen)
+        if self.family == "mlserver":
+            return self.mlserver_answer(model_name, req, chosen)
+
         resp = {}
-        if self.family == "kserve" or req.get("id"):
-            resp["id"] = req.get("id") or "kserve-generated-id"
+        if req.get("id"):
+            resp["id"] = req["id"]
         resp["model_name"] = model_name
         resp["model_version"] = "1"
         outputs, chunks = [], []
@@ -450,14 +596,7 @@ class Runtime:
                 o["parameters"] = {"binary_data_size": len(t.raw)}
                 chunks.append(t.raw)
             else:
-                if t.datatype in self.no_json_outputs():
-                    raise InferError("sending %s data via JSON is not "
-                                     "supported. Please use the binary data "
-                                     "format for output" % t.datatype)
-                vals = t.values()
-                if t.datatype == "BYTES":
-                    vals = [v.decode("utf-8", "replace") for v in vals]
-                o["data"] = vals
+                o["data"] = self.json_data(t)
             outputs.append(o)
         resp["outputs"] = outputs
 
@@ -467,13 +606,73 @@ class Runtime:
             if self.family == "openvino":
                 headers = {"Content-Type": "application/json",
                            IHCL.lower(): str(len(header))}
-            elif self.family == "kserve":
-                headers = {IHCL.lower(): str(len(header))}
             else:
                 headers = {"Content-Type": "application/octet-stream",
                            IHCL: str(len(header))}
             return header + b"".join(chunks), headers
         return header, {"Content-Type": "application/json"}
+
+    def json_data(self, t):
+        if t.datatype in self.no_json_outputs():
+            raise InferError("sending %s data via JSON is not supported. "
+                             "Please use the binary data format for output"
+                             % t.datatype)
+        vals = t.values()
+        if t.datatype == "BYTES":
+            vals = [v.decode("utf-8", "replace") for v in vals]
+        return vals
+
+    def kserve_answer(self, model_name, req, chosen):
+        """KServe 0.15: a JSON answer is its pydantic model, every member
+        without a value written as null, NaN and infinities as null
+        (orjson); a binary answer's header is the plain dict, without
+        those nulls, and goes with a lower-case IHCL, no Content-Type,
+        chunked."""
+        rid = req.get("id") or str(uuid.uuid4())
+        binary = any(b for _, b in chosen)
+        outputs, chunks = [], []
+        for t, b in chosen:
+            o = {"name": t.name, "shape": t.shape, "datatype": t.datatype}
+            if b:
+                o["parameters"] = {"binary_data_size": len(t.raw)}
+                chunks.append(t.raw)
+            else:
+                if not binary:
+                    o["parameters"] = None
+                o["data"] = [None if isinstance(v, float)
+                             and not math.isfinite(v) else v
+                             for v in self.json_data(t)]
+            outputs.append(o)
+        if not binary:
+            resp = {"model_name": model_name, "model_version": None,
+                    "id": rid, "parameters": None, "outputs": outputs}
+            return json.dumps(resp, separators=(",", ":")).encode(), \
+                {"Content-Type": "application/json"}
+        resp = {"id": rid, "model_name": model_name, "model_version": None,
+                "outputs": outputs}
+        header = json.dumps(resp, separators=(",", ":")).encode()
+        return header + b"".join(chunks), \
+            {IHCL.lower(): str(len(header)), "Transfer-Encoding": "chunked"}
+
+    def mlserver_answer(self, model_name, req, chosen):
+        """MLServer 1.3: nulls left out, the numpy codec's parameters on
+        each output, an id always; Starlette cannot write NaN: 500."""
+        outputs = []
+        for t, _ in chosen:
+            vals = self.json_data(t)
+            if any(isinstance(v, float) and not math.isfinite(v)
+                   for v in vals):
+                raise PlainError()
+            outputs.append({"name": t.name, "shape": t.shape,
+                            "datatype": t.datatype,
+                            "parameters": {"content_type": "np"},
+                            "data": vals})
+        resp = {"model_name": model_name,
+                "id": req.get("id") or str(uuid.uuid4()),
+                "parameters": {}, "outputs": outputs}
+        return json.dumps(resp, separators=(",", ":"),
+                          allow_nan=False).encode(), \
+            {"Content-Type": "application/json"}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -485,17 +684,32 @@ class Handler(BaseHTTPRequestHandler):
             sys.stderr.write("runtime: " + fmt % args + "\n")
 
     def reply(self, status, body=b"", headers=None):
+        headers = dict(headers or {})
+        chunked = headers.get("Transfer-Encoding") == "chunked"
         self.send_response(status)
-        for k, v in (headers or {}).items():
+        for k, v in headers.items():
             self.send_header(k, v)
-        self.send_header("Content-Length", str(len(body)))
+        if not chunked:
+            self.send_header("Content-Length", str(len(body)))
         self.end_headers()
-        if self.command != "HEAD":
+        if self.command == "HEAD":
+            return
+        if not chunked:
             self.wfile.write(body)
+            return
+        # uvicorn sends what it is given in pieces: two, then the end
+        half = len(body) // 2
+        for piece in (body[:half], body[half:]):
+            if piece:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        self.wfile.write(b"0\r\n\r\n")
 
     def error(self, status, message):
-        self.reply(status, json.dumps({"error": message}).encode(),
-                   {"Content-Type": "application/json"})
+        self.answer(InferError(message, status))
+
+    def answer(self, e):
+        status, body, headers = e.answer()
+        self.reply(status, body, headers)
 
     def read_body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -510,35 +724,75 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("Content-Length", 0)))
 
     def route(self):
+        """(model or "server" or None, what follows, version or None)"""
         parts = [p for p in self.path.split("?")[0].split("/") if p]
         if parts[:1] != ["v2"]:
-            return None, None
+            return None, None, None
         rest = parts[1:]
         if rest in ([], ["health", "live"], ["health", "ready"]):
-            return "server", rest
+            return "server", rest, None
         if len(rest) >= 2 and rest[0] == "models":
-            model, tail = rest[1], rest[2:]
+            model, tail, version = rest[1], rest[2:], None
             if tail[:1] == ["versions"] and len(tail) >= 2:
-                tail = tail[2:]
-            return model, tail
-        return None, None
+                version, tail = tail[1], tail[2:]
+            return model, tail, version
+        return None, None, None
+
+    def check_model(self, model, version):
+        """The family's answer to an unknown model or a version."""
+        family = self.server.runtime.family
+        if family == "kserve" and version is not None:
+            # KServe: "TODO: support model_version", before all else
+            raise InferError("Model versioning not supported yet.", 501)
+        if model not in MODELS:
+            if family == "kserve":
+                raise InferError("Model with name %s does not exist."
+                                 % model, 404)
+            if family == "mlserver":
+                raise InferError("Model %s not found" % model, 404)
+            raise InferError("Request for unknown model: '%s' is not found"
+                             % model, 404)
+        if family == "mlserver" and version not in (None, "1"):
+            raise InferError("Model %s with version %s not found"
+                             % (model, version), 404)
+
+    SERVER = {
+        "triton": {"name": "triton", "version": "2.49.0",
+                   "extensions": ["classification", "sequence",
+                                  "model_repository", "binary_tensor_data",
+                                  "statistics"]},
+        "kserve": {"name": "kserve", "version": "0.15.2",
+                   "extensions": ["model_repository_extension"]},
+        "openvino": {"name": "OpenVINO Model Server", "version": "2024.4"},
+        "mlserver": {"name": "mlserver", "version": "1.3.5",
+                     "extensions": []},
+    }
 
     def do_GET(self):
-        model, tail = self.route()
+        family = self.server.runtime.family
+        model, tail, version = self.route()
         if model == "server":
+            if tail and family == "kserve":
+                # pydantic models: {"live": true}, {"ready": true}
+                return self.reply(200, json.dumps(
+                    {tail[1]: True}).encode(),
+                    {"Content-Type": "application/json"})
             if tail:
+                # MLServer, Triton, OVMS: an empty 200
                 return self.reply(200)
-            return self.reply(200, json.dumps({
-                "name": "oip-runtime", "version": "1",
-                "extensions": [] if self.server.runtime.family == "jsononly"
-                else ["binary_tensor_data"]}).encode(),
-                {"Content-Type": "application/json"})
+            return self.reply(200, json.dumps(self.SERVER[family]).encode(),
+                              {"Content-Type": "application/json"})
         if model is None:
             return self.error(404, "Not Found")
-        if model not in MODELS:
-            return self.error(404, "Request for unknown model: '%s' is not "
-                              "found" % model)
+        try:
+            self.check_model(model, version)
+        except InferError as e:
+            return self.answer(e)
         if tail == ["ready"]:
+            if family == "kserve":
+                return self.reply(200, json.dumps(
+                    {"name": model, "ready": True}).encode(),
+                    {"Content-Type": "application/json"})
             return self.reply(200)
         if tail == []:
             return self.reply(200, json.dumps(
@@ -550,12 +804,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self):
         body = self.read_body()
-        model, tail = self.route()
+        model, tail, version = self.route()
         if model in (None, "server") or tail != ["infer"]:
             return self.error(404, "Not Found")
 
         enc = self.headers.get("Content-Encoding", "")
         try:
+            self.check_model(model, version)
             if enc in ("gzip", "deflate"):
                 if not body:
                     raise InferError("nothing to be decompressed")
@@ -565,7 +820,7 @@ class Handler(BaseHTTPRequestHandler):
             out, headers = self.server.runtime.infer(model, self.headers,
                                                      body)
         except InferError as e:
-            return self.error(e.status, str(e))
+            return self.answer(e)
         except zlib.error as e:
             return self.error(400, "failed to decompress: %s" % e)
 
@@ -584,7 +839,8 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=8001)
     ap.add_argument("--family", default="triton",
-                    choices=["triton", "kserve", "openvino", "jsononly"])
+                    choices=["triton", "kserve", "openvino", "mlserver",
+                             "jsononly"])
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
 
