@@ -84,6 +84,11 @@ class Runtimes(GatewayTestCase):
                 oip_upstream_inputs json;
                 proxy_pass http://127.0.0.1:{mlserver}/;
             }}
+            location /kserve-raw/ {{
+                oip on;
+                oip_raw_input INPUT0 FP32 -1;
+                proxy_pass http://127.0.0.1:{kserve}/;
+            }}
             location /small/ {{
                 oip on;
                 oip_upstream_inputs binary;
@@ -147,6 +152,14 @@ class Runtimes(GatewayTestCase):
         doc, out = self.outputs((st, h, raw))
         self.assertEqual(out, {"OUTPUT0": SIMPLE_SUM})
         self.assertNotIn(b"null", raw)
+
+        # and for a raw client: KServe answers JSON, the client binary
+        st, h, raw = self.ngx.post("/kserve-raw/v2/models/identity/infer",
+                                   pack("FP32", [1.5, -2.0]), {IHCL: "0"})
+        self.assertEqual(st, 200, raw)
+        doc, rest = split_binary(h, raw)
+        self.assertEqual(rest, pack("FP32", [1.5, -2.0]))
+        self.assertNotIn(None, [doc.get(k) for k in doc])
 
     # 2 ---------------------------------------------------------------
 
