@@ -30,6 +30,8 @@ static ngx_int_t ngx_http_oip_finish_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_send_held(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_send_body(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_seg_t *segs, size_t n);
 static ngx_int_t ngx_http_oip_send(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_result_t *res);
 static ngx_int_t ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
@@ -574,21 +576,34 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 static ngx_int_t
 ngx_http_oip_send_held(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    ngx_int_t     rc;
-    ngx_buf_t    *b;
-    ngx_chain_t  *out;
-    oip_seg_t     held;
-
-    ctx->sent = 1;
+    oip_seg_t  held;
 
     held.data = ctx->buf;
     held.len = ctx->len;
 
-    if (ngx_http_oip_chain(r, &held, 1, &out, &b) != NGX_OK) {
+    return ngx_http_oip_send_body(r, ctx, &held, 1);
+}
+
+
+/* the held headers, then the body: segments, or a lone last buffer */
+
+static ngx_int_t
+ngx_http_oip_send_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    oip_seg_t *segs, size_t n)
+{
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t  *out;
+
+    ctx->sent = 1;
+
+    if (ngx_http_oip_chain(r, segs, n, &out, &b) != NGX_OK) {
         return NGX_ERROR;
     }
 
     if (out == NULL) {
+        /* an empty answer */
+
         b = ngx_calloc_buf(r->pool);
         out = ngx_alloc_chain_link(r->pool);
 
@@ -617,29 +632,12 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_result_t *res)
 {
     u_char           *p;
-    ngx_int_t         rc;
     ngx_str_t         v;
-    ngx_buf_t        *b;
-    oip_seg_t         held;
-    ngx_chain_t      *out;
     oip_header_t      ihcl;
     ngx_table_elt_t  *h;
 
-    ctx->sent = 1;
-
     if (res->rewritten) {
-        rc = ngx_http_oip_chain(r, res->segs, res->nsegs, &out, &b);
         ngx_http_clear_etag(r);
-
-    } else {
-        /* the tensors were right as they came */
-        held.data = ctx->buf;
-        held.len = ctx->len;
-        rc = ngx_http_oip_chain(r, &held, 1, &out, &b);
-    }
-
-    if (rc != NGX_OK) {
-        return NGX_ERROR;
     }
 
     /*
@@ -680,29 +678,13 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     r->headers_out.content_length_n = res->body_len;
 
-    if (out == NULL) {
-        /* an empty answer: a lone last buffer */
-
-        b = ngx_calloc_buf(r->pool);
-        out = ngx_alloc_chain_link(r->pool);
-
-        if (b == NULL || out == NULL) {
-            return NGX_ERROR;
-        }
-
-        out->buf = b;
-        out->next = NULL;
+    if (res->rewritten) {
+        return ngx_http_oip_send_body(r, ctx, res->segs, res->nsegs);
     }
 
-    b->last_buf = 1;
+    /* the tensors were right as they came */
 
-    rc = ngx_http_next_header_filter(r);
-
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    return ngx_http_next_body_filter(r, out);
+    return ngx_http_oip_send_held(r, ctx);
 }
 
 
