@@ -117,6 +117,10 @@ oip_msg_run(oip_msg_t *m, oip_result_t *res)
 
     m->edited = (m->nedits > 0);
 
+    if (m->c.status != 0) {
+        goto failed;
+    }
+
     if (!m->edited && !m->rewrite) {
         /* valid, and nothing to change: the body goes as it came */
         res->binary = m->has_ihcl;
@@ -134,6 +138,11 @@ oip_msg_run(oip_msg_t *m, oip_result_t *res)
     if (m->to_json && res->header_len > m->opt->max_json_size) {
         oip_fail(&m->c, 413, "%s would exceed oip_max_json_size (%zu "
                  "bytes)", m->kind->as_json, m->opt->max_json_size);
+        goto failed;
+    }
+
+    if (m->c.status != 0) {
+        /* a failure recorded on the way must never pass for success */
         goto failed;
     }
 
@@ -270,10 +279,11 @@ oip_msg_tensors(oip_msg_t *m)
 
     for (i = 0; i < m->nitems; i++) {
         if (oip_key_make(&m->c, &m->items[i].name, &names[i]) != 0) {
-            m->nitems = i;
             break;
         }
     }
+
+    /* the keys made are freed either way; a key not made is a failure */
 
     rc = oip_msg_names_check(m, names, i);
 
@@ -383,14 +393,12 @@ oip_member_set(oip_member_t *mb, const uint8_t *key, const uint8_t *end,
 static int
 oip_item_parse(oip_msg_t *m, size_t index)
 {
-    int             rc, n;
-    oip_obj_t       o;
-    oip_str_t       key;
-    oip_json_t     *j, sub;
-    oip_item_t     *it;
-    oip_nulls_t     nulls;
-    oip_member_t   *mb, *pending;
-    const uint8_t  *key_start, *prev_end;
+    int            rc, n;
+    oip_json_t    *j, sub;
+    oip_walk_t     w;
+    oip_item_t    *it;
+    oip_nulls_t    nulls;
+    oip_member_t  *mb;
 
     j = &m->j;
     nulls.n = 0;
@@ -402,24 +410,16 @@ oip_item_parse(oip_msg_t *m, size_t index)
 
     it->index = index;
 
-    if (oip_json_object(j, &o) != 0) {
+    if (oip_walk_start(j, &w) != 0) {
         return -1;
     }
 
-    pending = NULL;
-    prev_end = NULL;
-
-    while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
-
-        if (pending) {
-            pending->next_key = key_start;
-            pending = NULL;
-        }
+    while ((rc = oip_walk_next(j, &w)) == 1) {
 
         mb = NULL;
         rc = 0;
 
-        if (oip_json_str_eq(&key, "name", 4)) {
+        if (oip_json_str_eq(&w.key, "name", 4)) {
             if (*j->p != '"') {
                 return oip_fail(&m->c, 400, "%ss[%zu]: 'name' must be a "
                                 "string", m->kind->what, index);
@@ -441,24 +441,22 @@ oip_item_parse(oip_msg_t *m, size_t index)
 
             it->has_name = 1;
 
-        } else if (oip_json_str_eq(&key, "datatype", 8)) {
+        } else if (oip_json_str_eq(&w.key, "datatype", 8)) {
             it->dt_at = j->p;
             rc = oip_json_skip(j);
 
-        } else if (oip_json_str_eq(&key, "shape", 5)) {
+        } else if (oip_json_str_eq(&w.key, "shape", 5)) {
             it->shape_at = j->p;
             rc = oip_json_skip(j);
 
-        } else if (oip_json_str_eq(&key, "parameters", 10)) {
-            pending = oip_null_member(j, &nulls, key_start, prev_end);
-
-            if (pending == NULL) {
+        } else if (oip_json_str_eq(&w.key, "parameters", 10)) {
+            if (!oip_null_member(j, &nulls, &w)) {
                 mb = &it->params;
                 it->params_at = j->p;
                 rc = oip_json_skip(j);
             }
 
-        } else if (oip_json_str_eq(&key, "data", 4)) {
+        } else if (oip_json_str_eq(&w.key, "data", 4)) {
             mb = &it->data;
             it->data_at = j->p;
 
@@ -484,11 +482,8 @@ oip_item_parse(oip_msg_t *m, size_t index)
         }
 
         if (mb) {
-            oip_member_set(mb, key_start, j->p, prev_end);
-            pending = mb;
+            oip_walk_note(&w, mb, j->p);
         }
-
-        prev_end = j->p;
     }
 
     if (rc < 0) {
@@ -694,13 +689,10 @@ failed:
 static int
 oip_item_params(oip_msg_t *m, oip_item_t *it)
 {
-    int            rc;
-    oip_obj_t      o;
-    oip_str_t      key;
-    oip_num_t      n;
-    oip_json_t     sub;
-    oip_member_t  *pending;
-    const uint8_t *key_start, *prev_end;
+    int          rc;
+    oip_num_t    n;
+    oip_json_t   sub;
+    oip_walk_t   w;
 
     if (it->params_at == NULL) {
         return 0;
@@ -713,21 +705,13 @@ oip_item_params(oip_msg_t *m, oip_item_t *it)
 
     oip_sub(m, &sub, it->params_at);
 
-    if (oip_json_object(&sub, &o) != 0) {
+    if (oip_walk_start(&sub, &w) != 0) {
         return -1;
     }
 
-    pending = NULL;
-    prev_end = NULL;
+    while ((rc = oip_walk_next(&sub, &w)) == 1) {
 
-    while ((rc = oip_json_member(&sub, &o, &key, &key_start)) == 1) {
-
-        if (pending) {
-            pending->next_key = key_start;
-            pending = NULL;
-        }
-
-        if (oip_json_str_eq(&key, "binary_data_size", 16)) {
+        if (oip_json_str_eq(&w.key, "binary_data_size", 16)) {
 
             /* the main scan validated the number's syntax */
 
@@ -743,11 +727,10 @@ oip_item_params(oip_msg_t *m, oip_item_t *it)
 
             sub.p = n.end;
             it->has_bds = 1;
-            oip_member_set(&it->bds, key_start, sub.p, prev_end);
-            pending = &it->bds;
+            oip_walk_note(&w, &it->bds, sub.p);
 
         } else {
-            if (oip_json_str_eq(&key, "shared_memory_region", 20)) {
+            if (oip_json_str_eq(&w.key, "shared_memory_region", 20)) {
                 it->has_shm = 1;
             }
 
@@ -755,15 +738,13 @@ oip_item_params(oip_msg_t *m, oip_item_t *it)
                 return -1;
             }
         }
-
-        prev_end = sub.p;
     }
 
     if (rc < 0) {
         return -1;
     }
 
-    it->params_n = o.n;
+    it->params_n = w.o.n;
     it->params_close = sub.p - 1;
 
     oip_json_done(&sub);
@@ -1017,27 +998,67 @@ oip_edit_delete(oip_msg_t *m, const oip_member_t *mb)
 }
 
 
-/*
- * The value at j->p, of an optional member whose key starts at key: if it
- * is null, it is passed and noted, and the member is returned for the
- * caller to give it the key after it; NULL if it is not null.
- */
-
-oip_member_t *
-oip_null_member(oip_json_t *j, oip_nulls_t *nl, const uint8_t *key,
-    const uint8_t *prev_end)
+int
+oip_walk_start(oip_json_t *j, oip_walk_t *w)
 {
-    oip_member_t  *mb;
+    w->prev_end = NULL;
+    w->pending = NULL;
+    w->started = 0;
 
-    if (*j->p != 'n' || !oip_json_null(j)) {
-        return NULL;
+    return oip_json_object(j, &w->o);
+}
+
+
+/* the next member: 1, with its key, its value at j->p; 0 at the end */
+
+int
+oip_walk_next(oip_json_t *j, oip_walk_t *w)
+{
+    int  rc;
+
+    if (w->started) {
+        w->prev_end = j->p;
     }
 
-    mb = (nl->n < OIP_NULLS_MAX) ? &nl->m[nl->n++] : &nl->spare;
+    w->started = 1;
 
-    oip_member_set(mb, key, j->p, prev_end);
+    rc = oip_json_member(j, &w->o, &w->key, &w->key_start);
 
-    return mb;
+    if (rc == 1 && w->pending) {
+        w->pending->next_key = w->key_start;
+        w->pending = NULL;
+    }
+
+    return rc;
+}
+
+
+/* the member just passed, its value ending at end, kept for an edit */
+
+void
+oip_walk_note(oip_walk_t *w, oip_member_t *mb, const uint8_t *end)
+{
+    oip_member_set(mb, w->key_start, end, w->prev_end);
+    w->pending = mb;
+}
+
+
+/*
+ * The value at j->p, of an optional member: if it is null, it is passed
+ * and the member is noted for deletion (1); else 0, nothing passed.
+ */
+
+int
+oip_null_member(oip_json_t *j, oip_nulls_t *nl, oip_walk_t *w)
+{
+    if (*j->p != 'n' || !oip_json_null(j)) {
+        return 0;
+    }
+
+    oip_walk_note(w, (nl->n < OIP_NULLS_MAX) ? &nl->m[nl->n++] : &nl->spare,
+                  j->p);
+
+    return 1;
 }
 
 

@@ -32,6 +32,22 @@ typedef struct {
 
 
 /*
+ * A walk over an object's members that keeps what deleting one needs:
+ * where the value before it ends, and, once it is seen, where the key
+ * after it starts.  oip_walk_note() keeps the member just passed.
+ */
+
+typedef struct {
+    oip_obj_t              o;
+    oip_str_t              key;
+    const uint8_t         *key_start;
+    const uint8_t         *prev_end;   /* the value before, or NULL */
+    oip_member_t          *pending;    /* waits for the key after it */
+    unsigned               started:1;
+} oip_walk_t;
+
+
+/*
  * Null means absent: an optional member whose value is null is taken as
  * missing and deleted from what is sent on.  A walk over an object notes
  * such members here and deletes them once the object is whole (only then
@@ -182,8 +198,10 @@ void oip_member_set(oip_member_t *mb, const uint8_t *key,
 int oip_edit_text(oip_msg_t *m, const uint8_t *from, const uint8_t *to,
     const char *text);
 int oip_edit_delete(oip_msg_t *m, const oip_member_t *mb);
-oip_member_t *oip_null_member(oip_json_t *j, oip_nulls_t *nl,
-    const uint8_t *key, const uint8_t *prev_end);
+int oip_walk_start(oip_json_t *j, oip_walk_t *w);
+int oip_walk_next(oip_json_t *j, oip_walk_t *w);
+void oip_walk_note(oip_walk_t *w, oip_member_t *mb, const uint8_t *end);
+int oip_null_member(oip_json_t *j, oip_nulls_t *nl, oip_walk_t *w);
 int oip_nulls_delete(oip_msg_t *m, oip_nulls_t *nl);
 
 

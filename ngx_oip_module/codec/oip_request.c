@@ -68,8 +68,7 @@ static int oip_request_raw(oip_req_t *rq, const uint8_t *body, size_t len);
 static int oip_request_envelope(oip_msg_t *m);
 static int oip_parse_outputs(oip_req_t *rq);
 static int oip_parse_params(oip_req_t *rq, const char *flag,
-    const oip_label_t *label, oip_flagged_t *f, const uint8_t *key_start,
-    const uint8_t *prev_end);
+    const oip_label_t *label, oip_flagged_t *f, oip_walk_t *outer);
 static const char *oip_label(const oip_label_t *l, char *buf, size_t size);
 static oip_act_e oip_request_act(oip_msg_t *m, oip_item_t *it);
 static int oip_request_edits(oip_msg_t *m);
@@ -372,14 +371,11 @@ oip_request_raw(oip_req_t *rq, const uint8_t *body, size_t len)
 static int
 oip_request_envelope(oip_msg_t *m)
 {
-    int             rc;
-    oip_obj_t       o;
-    oip_str_t       key;
-    oip_req_t      *rq;
-    oip_json_t     *j;
-    oip_nulls_t     nulls;
-    oip_member_t   *pending;
-    const uint8_t  *key_start, *prev_end;
+    int           rc;
+    oip_req_t    *rq;
+    oip_json_t   *j;
+    oip_walk_t    w;
+    oip_nulls_t   nulls;
 
     static const oip_label_t  request = { "the request", 0, { NULL, 0, 0 },
                                           0 };
@@ -398,50 +394,30 @@ oip_request_envelope(oip_msg_t *m)
         return oip_fail(&rq->m.c, 400, "the request must be a JSON object");
     }
 
-    if (oip_json_object(j, &o) != 0) {
+    if (oip_walk_start(j, &w) != 0) {
         return -1;
     }
 
-    pending = NULL;
-    prev_end = NULL;
-
-    while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
-
-        if (pending) {
-            pending->next_key = key_start;
-            pending = NULL;
-        }
-
-        if (rq->top.has_params && rq->top.params.next_key == NULL
-            && rq->top.params.value_end == prev_end)
-        {
-            rq->top.params.next_key = key_start;
-        }
+    while ((rc = oip_walk_next(j, &w)) == 1) {
 
         rc = 0;
 
-        if (oip_json_str_eq(&key, "inputs", 6)) {
+        if (oip_json_str_eq(&w.key, "inputs", 6)) {
             rc = oip_msg_tensors(&rq->m);
 
-        } else if (oip_json_str_eq(&key, "outputs", 7)) {
-            pending = oip_null_member(j, &nulls, key_start, prev_end);
-
-            if (pending == NULL) {
+        } else if (oip_json_str_eq(&w.key, "outputs", 7)) {
+            if (!oip_null_member(j, &nulls, &w)) {
                 rc = oip_parse_outputs(rq);
             }
 
-        } else if (oip_json_str_eq(&key, "parameters", 10)) {
-            pending = oip_null_member(j, &nulls, key_start, prev_end);
-
-            if (pending == NULL) {
+        } else if (oip_json_str_eq(&w.key, "parameters", 10)) {
+            if (!oip_null_member(j, &nulls, &w)) {
                 rc = oip_parse_params(rq, "binary_data_output", &request,
-                                      &rq->top, key_start, prev_end);
+                                      &rq->top, &w);
             }
 
-        } else if (oip_json_str_eq(&key, "id", 2)) {
-            pending = oip_null_member(j, &nulls, key_start, prev_end);
-
-            if (pending == NULL) {
+        } else if (oip_json_str_eq(&w.key, "id", 2)) {
+            if (!oip_null_member(j, &nulls, &w)) {
                 rc = oip_json_skip(j);
             }
 
@@ -452,8 +428,6 @@ oip_request_envelope(oip_msg_t *m)
         if (rc != 0) {
             return -1;
         }
-
-        prev_end = j->p;
     }
 
     if (rc < 0 || oip_nulls_delete(m, &nulls) != 0) {
@@ -486,15 +460,13 @@ oip_parse_outputs(oip_req_t *rq)
     char            buf[96];
     ptrdiff_t       dup;
     oip_arr_t       a;
-    oip_obj_t       o;
-    oip_str_t       key, name;
+    oip_str_t       name;
     oip_key_t      *names, *k;
     oip_json_t     *j;
+    oip_walk_t      w;
     oip_label_t     label;
     oip_nulls_t     nulls;
-    oip_member_t   *pending;
     oip_flagged_t  *f, *outs;
-    const uint8_t  *key_start, *prev_end;
 
     j = &rq->m.j;
 
@@ -543,34 +515,21 @@ oip_parse_outputs(oip_req_t *rq)
         f = &rq->outs[rq->nouts];
         memset(f, 0, sizeof(oip_flagged_t));
 
-        if (oip_json_object(j, &o) != 0) {
+        if (oip_walk_start(j, &w) != 0) {
             return -1;
         }
 
         nulls.n = 0;
-        pending = NULL;
-        prev_end = NULL;
 
         label.text = NULL;
         label.index = a.n - 1;
         label.named = 0;
 
-        while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
-
-            if (pending) {
-                pending->next_key = key_start;
-                pending = NULL;
-            }
-
-            if (f->has_params && f->params.next_key == NULL
-                && f->params.value_end == prev_end)
-            {
-                f->params.next_key = key_start;
-            }
+        while ((rc = oip_walk_next(j, &w)) == 1) {
 
             rc = 0;
 
-            if (oip_json_str_eq(&key, "name", 4)) {
+            if (oip_json_str_eq(&w.key, "name", 4)) {
                 if (*j->p != '"') {
                     return oip_fail(&rq->m.c, 400, "%s: 'name' must be a "
                                     "string",
@@ -602,12 +561,9 @@ oip_parse_outputs(oip_req_t *rq)
                 label.name = name;
                 label.named = 1;
 
-            } else if (oip_json_str_eq(&key, "parameters", 10)) {
-                pending = oip_null_member(j, &nulls, key_start, prev_end);
-
-                if (pending == NULL) {
-                    rc = oip_parse_params(rq, "binary_data", &label, f,
-                                          key_start, prev_end);
+            } else if (oip_json_str_eq(&w.key, "parameters", 10)) {
+                if (!oip_null_member(j, &nulls, &w)) {
+                    rc = oip_parse_params(rq, "binary_data", &label, f, &w);
                 }
 
             } else {
@@ -617,8 +573,6 @@ oip_parse_outputs(oip_req_t *rq)
             if (rc < 0) {
                 return -1;
             }
-
-            prev_end = j->p;
         }
 
         if (rc < 0) {
@@ -685,17 +639,14 @@ oip_label(const oip_label_t *l, char *buf, size_t size)
 
 static int
 oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
-    oip_flagged_t *f, const uint8_t *key_start, const uint8_t *prev_end)
+    oip_flagged_t *f, oip_walk_t *outer)
 {
-    int            rc, is_flag;
-    char           buf[96];
-    size_t         flen;
-    uint8_t        c;
-    oip_obj_t      o;
-    oip_str_t      key;
-    oip_json_t    *j;
-    oip_member_t  *pending;
-    const uint8_t *start, *prev;
+    int          rc, is_flag;
+    char         buf[96];
+    size_t       flen;
+    uint8_t      c;
+    oip_json_t  *j;
+    oip_walk_t   w;
 
     j = &rq->m.j;
 
@@ -704,20 +655,13 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
                         oip_label(label, buf, sizeof(buf)));
     }
 
-    if (oip_json_object(j, &o) != 0) {
+    if (oip_walk_start(j, &w) != 0) {
         return -1;
     }
 
     flen = strlen(flag);
-    pending = NULL;
-    prev = NULL;
 
-    while ((rc = oip_json_member(j, &o, &key, &start)) == 1) {
-
-        if (pending) {
-            pending->next_key = start;
-            pending = NULL;
-        }
+    while ((rc = oip_walk_next(j, &w)) == 1) {
 
         c = *j->p;
 
@@ -725,11 +669,12 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
             return oip_fail(&rq->m.c, 400, "%s: parameter \"%.*s\" must be a "
                             "string, number or boolean",
                             oip_label(label, buf, sizeof(buf)),
-                            (int) oip_utf8_cut(key.data, key.len, OIP_NAME_MAX),
-                            key.data);
+                            (int) oip_utf8_cut(w.key.data, w.key.len,
+                                               OIP_NAME_MAX),
+                            w.key.data);
         }
 
-        is_flag = oip_json_str_eq(&key, flag, flen);
+        is_flag = oip_json_str_eq(&w.key, flag, flen);
 
         if (is_flag) {
             if (c != 't' && c != 'f') {
@@ -747,11 +692,8 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
         }
 
         if (is_flag) {
-            oip_member_set(&f->flag, start, j->p, prev);
-            pending = &f->flag;
+            oip_walk_note(&w, &f->flag, j->p);
         }
-
-        prev = j->p;
     }
 
     if (rc < 0) {
@@ -759,9 +701,11 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
     }
 
     f->has_params = 1;
-    f->params_n = o.n;
+    f->params_n = w.o.n;
     f->params_close = j->p - 1;
-    oip_member_set(&f->params, key_start, j->p, prev_end);
+
+    /* the "parameters" member itself, in the object it is a member of */
+    oip_walk_note(outer, &f->params, j->p);
 
     return 0;
 }

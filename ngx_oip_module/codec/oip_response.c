@@ -142,13 +142,10 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
 static int
 oip_response_envelope(oip_msg_t *m)
 {
-    int             rc;
-    oip_obj_t       o;
-    oip_str_t       key;
-    oip_json_t     *j;
-    oip_nulls_t     nulls;
-    oip_member_t   *pending;
-    const uint8_t  *key_start, *prev_end;
+    int           rc, outputs;
+    oip_json_t   *j;
+    oip_walk_t    w;
+    oip_nulls_t   nulls;
 
     j = &m->j;
     nulls.n = 0;
@@ -159,40 +156,26 @@ oip_response_envelope(oip_msg_t *m)
         return oip_fail(&m->c, 400, "not a JSON object");
     }
 
-    if (oip_json_object(j, &o) != 0) {
+    if (oip_walk_start(j, &w) != 0) {
         return -1;
     }
 
-    pending = NULL;
-    prev_end = NULL;
+    while ((rc = oip_walk_next(j, &w)) == 1) {
 
-    while ((rc = oip_json_member(j, &o, &key, &key_start)) == 1) {
+        outputs = oip_json_str_eq(&w.key, "outputs", 7);
 
-        if (pending) {
-            pending->next_key = key_start;
-            pending = NULL;
-        }
-
-        rc = 0;
-
-        if (oip_json_str_eq(&key, "outputs", 7)
-            || oip_json_str_eq(&key, "parameters", 10)
-            || oip_json_str_eq(&key, "id", 2)
-            || oip_json_str_eq(&key, "model_version", 13))
+        if ((outputs
+             || oip_json_str_eq(&w.key, "parameters", 10)
+             || oip_json_str_eq(&w.key, "id", 2)
+             || oip_json_str_eq(&w.key, "model_version", 13))
+            && oip_null_member(j, &nulls, &w))
         {
-            pending = oip_null_member(j, &nulls, key_start, prev_end);
+            continue;
         }
 
-        if (pending == NULL) {
-            rc = oip_json_str_eq(&key, "outputs", 7) ? oip_msg_tensors(m)
-                                                     : oip_json_skip(j);
-        }
-
-        if (rc != 0) {
+        if ((outputs ? oip_msg_tensors(m) : oip_json_skip(j)) != 0) {
             return -1;
         }
-
-        prev_end = j->p;
     }
 
     if (rc < 0 || oip_nulls_delete(m, &nulls) != 0) {
