@@ -32,6 +32,8 @@ static ngx_int_t ngx_http_oip_send_held(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_send_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_seg_t *segs, size_t n);
+static ngx_int_t ngx_http_oip_send_json(ngx_http_request_t *r,
+    ngx_buf_t *b);
 static ngx_int_t ngx_http_oip_send(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_result_t *res);
 static ngx_int_t ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
@@ -501,12 +503,10 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 static ngx_int_t
 ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    ngx_int_t        rc;
-    ngx_buf_t       *b;
-    ngx_chain_t      out;
-    oip_alloc_t      alloc;
-    oip_header_t     type, ihcl;
-    oip_result_t     res;
+    ngx_buf_t        *b;
+    oip_alloc_t       alloc;
+    oip_header_t      type, ihcl;
+    oip_result_t      res;
     ngx_table_elt_t  *h;
 
     type.data = r->headers_out.content_type.data;
@@ -553,21 +553,10 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         r->headers_out.content_length = NULL;
     }
 
-    r->headers_out.content_length_n = b->last - b->pos;
-    ngx_http_oip_content_type(r, OIP_TYPE_JSON);
     ngx_http_clear_etag(r);
     ngx_http_clear_last_modified(r);
 
-    rc = ngx_http_next_header_filter(r);
-
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
-    }
-
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_next_body_filter(r, &out);
+    return ngx_http_oip_send_json(r, b);
 }
 
 
@@ -694,9 +683,7 @@ static ngx_int_t
 ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, ngx_uint_t status, const char *msg)
 {
-    ngx_int_t     rc;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
+    ngx_buf_t  *b;
 
     ctx->sent = 1;
 
@@ -711,9 +698,22 @@ ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
     ngx_http_clean_header(r);
 
     r->headers_out.status = status;
+    r->keepalive = 0;
+
+    return ngx_http_oip_send_json(r, b);
+}
+
+
+/* the held headers, said to be JSON of b's length, then b */
+
+static ngx_int_t
+ngx_http_oip_send_json(ngx_http_request_t *r, ngx_buf_t *b)
+{
+    ngx_int_t     rc;
+    ngx_chain_t   out;
+
     r->headers_out.content_length_n = b->last - b->pos;
     ngx_http_oip_content_type(r, OIP_TYPE_JSON);
-    r->keepalive = 0;
 
     rc = ngx_http_next_header_filter(r);
 
