@@ -78,6 +78,43 @@ typedef struct {
 } oip_raw_input_t;
 
 
+/*
+ * A model's signature, as its metadata declares it (GET /v2/models/M):
+ * one piece of memory without pointers, size bytes, so that it is copied
+ * whole into shared memory and back.  The header, then its inputs and
+ * its outputs, each sorted by name (oip_sig_tensor_t), then dimensions
+ * and names, at offsets from the start.
+ */
+
+#define OIP_SIG_ANY_RANK     UINT32_MAX    /* the metadata gave no shape */
+#define OIP_SIG_ANY_DT       -1            /* a datatype not known here */
+
+typedef struct {
+    uint32_t               name;          /* offset: the name, unescaped */
+    uint32_t               name_len;
+    int32_t                dt;            /* or OIP_SIG_ANY_DT */
+    uint32_t               rank;          /* or OIP_SIG_ANY_RANK */
+    uint32_t               dims;          /* offset: rank int64_t, -1 any */
+} oip_sig_tensor_t;
+
+typedef struct {
+    uint32_t               size;
+    uint32_t               ninputs;       /* 0: requests not checked */
+    uint32_t               noutputs;      /* 0: outputs not checked */
+    uint32_t               align;
+} oip_signature_t;
+
+
+/* an input a model may go without: oip_signature_optional [MODEL:]INPUT */
+
+typedef struct {
+    const uint8_t         *model;         /* NULL: any model */
+    size_t                 model_len;
+    const uint8_t         *input;
+    size_t                 input_len;
+} oip_optional_t;
+
+
 typedef struct {
     oip_form_e             inputs;
     oip_form_e             outputs;
@@ -88,6 +125,15 @@ typedef struct {
     oip_form_e             raw_outputs;          /* BINARY or JSON */
     unsigned               finite_upstream:1;    /* NaN, Infinity refused
                                                     in JSON sent upstream */
+    unsigned               coerce:1;             /* JSON numbers re-typed
+                                                    to the signature's */
+
+    /* requests: the model's signature, when it is known */
+    const oip_signature_t *signature;            /* or NULL */
+    const uint8_t         *model;                /* its name, for messages */
+    size_t                 model_len;
+    const oip_optional_t  *optional;             /* inputs it may lack */
+    size_t                 noptional;
 } oip_options_t;
 
 
@@ -137,6 +183,9 @@ typedef struct {
     unsigned               decompressed:1;
     unsigned               manage:1;       /* the answer may be reshaped,
                                               or outputs dropped from it */
+    unsigned               misfit:1;       /* refused: the request does not
+                                              fit the model's signature */
+    unsigned               coerced:1;      /* an input was re-typed */
 
     oip_seg_t             *segs;           /* the new body, if rewritten */
     size_t                 nsegs;
@@ -191,6 +240,14 @@ int oip_response_process(oip_result_t *res, const oip_alloc_t *a,
  */
 int oip_response_error(oip_result_t *res, const oip_alloc_t *a, int status,
     const oip_header_t *type, const uint8_t *body, size_t len);
+
+/*
+ * Reads a model's metadata answer into a signature, one allocation of
+ * (*sig)->size bytes.  Returns res->status: 0, 502 when the answer is not
+ * the metadata of a model (the message says why), or 500 out of memory.
+ */
+int oip_signature_parse(oip_result_t *res, const oip_alloc_t *a,
+    const uint8_t *json, size_t len, oip_signature_t **sig);
 
 /*
  * Checks and stores an oip_raw_input declaration ("INPUT0", "FP32",

@@ -205,6 +205,9 @@ oip_msg_syntax_first(oip_msg_t *m)
     if (oip_json_check(&check) == 0) {
         m->c.status = status;
         memcpy(m->c.error, error, OIP_ERROR_LEN);
+
+    } else {
+        m->syntax = 1;
     }
 
     oip_json_done(&check);
@@ -524,6 +527,10 @@ oip_item_parse(oip_msg_t *m, size_t index)
     if (it->data_at == NULL) {
         /* binary data or shared memory: what to do is known now */
         it->act = m->kind->act(m, it);
+
+        if (it->act == OIP_ACT_FAIL) {
+            return -1;
+        }
     }
 
     return 0;
@@ -568,6 +575,7 @@ oip_item_settle(oip_msg_t *m, oip_item_t *it)
         return -1;
     }
 
+    it->dt_end = sub.p;
     len = oip_json_unescaped_len(&s);
 
     if (len <= sizeof(buf)) {
@@ -764,6 +772,11 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
 
     it->data_done = 1;
     it->act = m->kind->act(m, it);
+
+    if (it->act == OIP_ACT_FAIL) {
+        return -1;
+    }
+
     t = oip_item_tensor(m, it);
     size = oip_dtypes[t->dt].size;
 

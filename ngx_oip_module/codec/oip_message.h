@@ -69,7 +69,8 @@ typedef enum {
     OIP_ACT_CHECK,           /* leave it; its data is validated */
     OIP_ACT_BINARY,          /* JSON data to a binary chunk */
     OIP_ACT_JSON,            /* a binary chunk to JSON data */
-    OIP_ACT_DROP             /* out, chunk and all: nobody asked for it */
+    OIP_ACT_DROP,            /* out, chunk and all: nobody asked for it */
+    OIP_ACT_FAIL             /* refused: the error is in the context */
 } oip_act_e;
 
 
@@ -81,6 +82,7 @@ typedef struct {
 
     /* values looked at once the whole tensor object is known */
     const uint8_t         *dt_at;
+    const uint8_t         *dt_end;
     const uint8_t         *shape_at;
     const uint8_t         *params_at;
     const uint8_t         *data_at;
@@ -183,6 +185,7 @@ struct oip_msg_s {
     unsigned               edited:1;     /* there were edits */
     unsigned               to_json:1;    /* a tensor is written as JSON */
     unsigned               seen:1;       /* the tensor array was there */
+    unsigned               syntax:1;     /* the error is broken JSON */
 };
 
 

@@ -8,7 +8,9 @@
  * upstream wants, binary_data and binary_data_output set as they should
  * be asked, and the client's own wish for each output kept for the
  * answer.  A compressed body is inflated first; a raw binary request is
- * given the header its declared input (oip_raw_input) implies.
+ * given the header its declared input (oip_raw_input, or the model's
+ * only input) implies.  With the model's signature, each input and each
+ * listed output is checked against it.
  */
 
 
@@ -17,6 +19,7 @@
 #include "oip_inflate.h"
 #include "oip_message.h"
 #include "oip_number.h"
+#include "oip_signature.h"
 
 
 /* an object that may carry a boolean flag in its "parameters" */
@@ -58,19 +61,41 @@ typedef struct {
     size_t                 outs_cap;
     size_t                 names_cap;
 
+    uint8_t               *sig_seen;    /* per declared input */
+
     unsigned               raw:1;
+    unsigned               misfit:1;    /* refused by the signature */
 } oip_req_t;
+
+
+/* the datatypes as a "datatype" value, for re-typed inputs */
+
+static const char  *oip_dtype_quoted[] = {
+    "\"BOOL\"", "\"UINT8\"", "\"UINT16\"", "\"UINT32\"", "\"UINT64\"",
+    "\"INT8\"", "\"INT16\"", "\"INT32\"", "\"INT64\"", "\"FP16\"",
+    "\"BF16\"", "\"FP32\"", "\"FP64\"", "\"BYTES\""
+};
 
 
 static int oip_encoding_is(const oip_header_t *h, const char *token,
     size_t len);
-static int oip_request_raw(oip_req_t *rq, const uint8_t *body, size_t len);
+static int oip_request_raw(oip_req_t *rq, const oip_raw_input_t *raw,
+    const uint8_t *body, size_t len);
+static int oip_request_raw_sig(oip_req_t *rq, oip_raw_input_t *raw);
 static int oip_request_envelope(oip_msg_t *m);
 static int oip_parse_outputs(oip_req_t *rq);
 static int oip_parse_params(oip_req_t *rq, const char *flag,
     const oip_label_t *label, oip_flagged_t *f, oip_walk_t *outer);
 static const char *oip_label(const oip_label_t *l, char *buf, size_t size);
 static oip_act_e oip_request_act(oip_msg_t *m, oip_item_t *it);
+static int oip_request_fit(oip_req_t *rq, oip_item_t *it);
+static int oip_request_coerce(oip_req_t *rq, oip_item_t *it,
+    const oip_sig_tensor_t *st);
+static int oip_request_fit_all(oip_req_t *rq);
+static int oip_request_optional(oip_req_t *rq, const uint8_t *name,
+    size_t len);
+static const char *oip_model(const oip_options_t *opt, char *buf,
+    size_t size);
 static int oip_request_edits(oip_msg_t *m);
 static int oip_outputs_edits(oip_req_t *rq);
 static int oip_flag_set(oip_msg_t *m, oip_flagged_t *f, const char *add,
@@ -162,9 +187,11 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     const oip_options_t *opt, const oip_framing_t *f, const uint8_t *body,
     size_t len)
 {
-    uint8_t    *plain;
-    oip_req_t   rq;
-    oip_ctx_t  *c;
+    uint8_t                *plain;
+    oip_req_t               rq;
+    oip_ctx_t              *c;
+    oip_raw_input_t         sig_raw;
+    const oip_raw_input_t  *raw;
 
     memset(&rq, 0, sizeof(oip_req_t));
     oip_msg_init(&rq.m, &oip_request_kind, opt, a, res);
@@ -190,7 +217,20 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     if (f->ihcl == 0) {
         res->raw = 1;
 
-        if (opt->raw == NULL) {
+        /* oip_raw_input first, then the model's signature */
+
+        raw = opt->raw;
+
+        if (raw == NULL && opt->signature && opt->signature->ninputs) {
+            if (oip_request_raw_sig(&rq, &sig_raw) != 0) {
+                res->misfit = rq.misfit;
+                return res->status = c->status;
+            }
+
+            raw = &sig_raw;
+        }
+
+        if (raw == NULL) {
             if (opt->inputs != OIP_FORM_KEEP) {
                 oip_fail(c, 400, "a raw binary request "
                          "(Inference-Header-Content-Length: 0) needs "
@@ -214,7 +254,7 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
             return res->status = c->status;
         }
 
-        if (oip_request_raw(&rq, body, len) != 0) {
+        if (oip_request_raw(&rq, raw, body, len) != 0) {
             return res->status = c->status;
         }
 
@@ -239,6 +279,9 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
             /* a failure must never pass for success */
             oip_fail(c, 500, "internal error in the request codec");
         }
+
+        /* broken JSON is said first, and is no reason to refetch */
+        res->misfit = rq.misfit && !rq.m.syntax;
 
         return res->status = c->status;
     }
@@ -267,14 +310,13 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
  */
 
 static int
-oip_request_raw(oip_req_t *rq, const uint8_t *body, size_t len)
+oip_request_raw(oip_req_t *rq, const oip_raw_input_t *raw,
+    const uint8_t *body, size_t len)
 {
     size_t                   i, size, hlen;
     uint8_t                 *h, *p, *b;
     uint64_t                 known, dims[OIP_RAW_RANK];
-    const oip_raw_input_t   *raw;
 
-    raw = rq->m.opt->raw;
     rq->raw = 1;
     size = oip_dtypes[raw->dt].size;
 
@@ -297,7 +339,10 @@ oip_request_raw(oip_req_t *rq, const uint8_t *body, size_t len)
 
         body = b;
         len += 4;
-        dims[0] = 1;
+
+        for (i = 0; i < raw->rank; i++) {
+            dims[i] = 1;
+        }
 
     } else {
         known = 1;
@@ -343,7 +388,7 @@ oip_request_raw(oip_req_t *rq, const uint8_t *body, size_t len)
     p += oip_json_escape(p, (const uint8_t *) raw->name, strlen(raw->name));
     p = (uint8_t *) memcpy(p, "\",\"shape\":[", 11) + 11;
 
-    for (i = 0; i < (raw->dt == OIP_BYTES ? 1 : raw->rank); i++) {
+    for (i = 0; i < raw->rank; i++) {
         if (i) {
             *p++ = ',';
         }
@@ -361,6 +406,81 @@ oip_request_raw(oip_req_t *rq, const uint8_t *body, size_t len)
     rq->m.bin = body;
     rq->m.blen = len;
     rq->m.has_ihcl = 1;
+
+    return 0;
+}
+
+
+/*
+ * A raw request for a model whose signature has one input: that input,
+ * as oip_raw_input would declare it.  Its size fixes one variable
+ * dimension at most.
+ */
+
+static int
+oip_request_raw_sig(oip_req_t *rq, oip_raw_input_t *raw)
+{
+    char                     model[96], shape[96];
+    size_t                   i, n;
+    const int64_t           *dims;
+    const oip_signature_t   *s;
+    const oip_sig_tensor_t  *st;
+
+    s = rq->m.opt->signature;
+    st = oip_sig_tensors(s);
+
+    if (s->ninputs != 1) {
+        rq->misfit = 1;
+        return oip_fail(&rq->m.c, 400, "a raw binary request "
+                        "(Inference-Header-Content-Length: 0) is the data "
+                        "of one input, and %s has %u: it needs oip_raw_input "
+                        "here", oip_model(rq->m.opt, model, sizeof(model)),
+                        (unsigned) s->ninputs);
+    }
+
+    memset(raw, 0, sizeof(oip_raw_input_t));
+
+    if (st->dt == OIP_SIG_ANY_DT || st->rank == OIP_SIG_ANY_RANK
+        || st->rank > OIP_RAW_RANK || st->name_len >= OIP_RAW_NAME)
+    {
+        return oip_fail(&rq->m.c, 400, "a raw binary request for %s needs "
+                        "oip_raw_input here: its metadata does not say the "
+                        "datatype and shape of its input",
+                        oip_model(rq->m.opt, model, sizeof(model)));
+    }
+
+    memcpy(raw->name, oip_sig_name(s, st), st->name_len);
+    raw->dt = st->dt;
+    raw->rank = st->rank;
+    raw->deduced = -1;
+
+    dims = oip_sig_dims(s, st);
+    n = 0;
+
+    for (i = 0; i < st->rank; i++) {
+        raw->dims[i] = dims[i];
+
+        if (dims[i] < 0) {
+            n++;
+            raw->deduced = (int) i;
+
+        } else if (dims[i] == 0
+                   || (st->dt == OIP_BYTES && dims[i] != 1))
+        {
+            n = 2;
+        }
+    }
+
+    (void) oip_sig_shape_str(s, st, raw->text, sizeof(raw->text));
+
+    if (n > 1) {
+        rq->misfit = 1;
+        return oip_fail(&rq->m.c, 400, "a raw binary request cannot be "
+                        "sized for input '%s' of %s, shape %s: it needs "
+                        "oip_raw_input here", raw->name,
+                        oip_model(rq->m.opt, model, sizeof(model)),
+                        oip_sig_shape_str(s, st, shape, sizeof(shape)));
+    }
 
     return 0;
 }
@@ -447,6 +567,10 @@ oip_request_envelope(oip_msg_t *m)
 
     if (!rq->m.seen) {
         return oip_fail(&rq->m.c, 400, "'inputs' is missing");
+    }
+
+    if (m->opt->signature && m->opt->signature->ninputs) {
+        return oip_request_fit_all(rq);
     }
 
     return 0;
@@ -716,6 +840,22 @@ oip_request_act(oip_msg_t *m, oip_item_t *it)
 {
     oip_req_t  *rq = m->data;
 
+    if (m->opt->signature && m->opt->signature->ninputs) {
+
+        switch (oip_request_fit(rq, it)) {
+
+        case 0:
+            break;
+
+        case 1:
+            /* re-typed to FP16 or BF16: no runtime reads them as JSON */
+            return OIP_ACT_BINARY;
+
+        default:
+            return OIP_ACT_FAIL;
+        }
+    }
+
     switch (rq->m.opt->inputs) {
 
     case OIP_FORM_BINARY:
@@ -727,6 +867,246 @@ oip_request_act(oip_msg_t *m, oip_item_t *it)
     default:
         return OIP_ACT_CHECK;
     }
+}
+
+
+/*
+ * An input against the model's signature: declared, of its datatype (or
+ * re-typed to it), of its rank and fixed dimensions.  Returns 0; 1 when
+ * it was re-typed to FP16 or BF16; -1 when it does not fit.
+ */
+
+static int
+oip_request_fit(oip_req_t *rq, oip_item_t *it)
+{
+    int                      rc;
+    char                     model[96], buf[160], want[96];
+    size_t                   i, index, len;
+    uint8_t                 *name;
+    const int64_t           *dims;
+    const oip_signature_t   *s;
+    const oip_sig_tensor_t  *st;
+
+    s = rq->m.opt->signature;
+
+    name = (uint8_t *) it->name.data;
+    len = it->name.len;
+
+    if (it->name.escaped) {
+        name = oip_alloc(&rq->m.c, len);
+        if (name == NULL) {
+            return -1;
+        }
+
+        len = oip_json_unescape(name, &it->name);
+    }
+
+    st = oip_sig_find(s, 0, name, len, &index);
+
+    if (it->name.escaped) {
+        oip_free(&rq->m.c, name);
+    }
+
+    rq->misfit = 1;
+
+    if (st == NULL) {
+        return oip_fail(&rq->m.c, 400, "%s has no input '%.*s'; its inputs: "
+                        "%s", oip_model(rq->m.opt, model, sizeof(model)),
+                        (int) oip_utf8_cut(it->name.data, it->name.len,
+                                           OIP_NAME_MAX), it->name.data,
+                        oip_sig_names(s, 0, buf, sizeof(buf)));
+    }
+
+    if (rq->sig_seen == NULL) {
+        rq->sig_seen = oip_alloc(&rq->m.c, s->ninputs);
+        if (rq->sig_seen == NULL) {
+            return -1;
+        }
+
+        memset(rq->sig_seen, 0, s->ninputs);
+    }
+
+    rq->sig_seen[index] = 1;
+    rc = 0;
+
+    if (st->dt != OIP_SIG_ANY_DT && st->dt != (int32_t) it->t.dt) {
+        rc = oip_request_coerce(rq, it, st);
+
+        if (rc < 0) {
+            return -1;
+        }
+
+        if (rc == 0) {
+            return oip_fail(&rq->m.c, 400, "input '%.*s' is %s, %s expects "
+                            "%s", (int) oip_utf8_cut(it->name.data,
+                                                     it->name.len,
+                                                     OIP_NAME_MAX),
+                            it->name.data, oip_dtypes[it->t.dt].name,
+                            oip_model(rq->m.opt, model, sizeof(model)),
+                            oip_dtypes[st->dt].name);
+        }
+
+        rc = (st->dt == OIP_FP16 || st->dt == OIP_BF16);
+    }
+
+    if (st->rank != OIP_SIG_ANY_RANK) {
+        dims = oip_sig_dims(s, st);
+
+        for (i = 0; i < st->rank && i < it->t.rank; i++) {
+            if (dims[i] >= 0 && (uint64_t) dims[i] != it->t.shape[i]) {
+                break;
+            }
+        }
+
+        if (st->rank != it->t.rank || i < st->rank) {
+            return oip_fail(&rq->m.c, 400, "input '%.*s': shape %s does not "
+                            "fit %s of %s",
+                            (int) oip_utf8_cut(it->name.data, it->name.len,
+                                               OIP_NAME_MAX), it->name.data,
+                            oip_shape_str(&it->t, buf, sizeof(buf)),
+                            oip_sig_shape_str(s, st, want, sizeof(want)),
+                            oip_model(rq->m.opt, model, sizeof(model)));
+        }
+    }
+
+    rq->misfit = 0;
+
+    return rc;
+}
+
+
+/*
+ * oip_signature_coerce: JSON numbers declared with another numeric
+ * datatype take the model's, each value checked as it is read (range,
+ * exactness).  Returns 1 re-typed, 0 not possible, -1 failure.
+ */
+
+static int
+oip_request_coerce(oip_req_t *rq, oip_item_t *it, const oip_sig_tensor_t *st)
+{
+    oip_dtype_e  from, to;
+
+    from = it->t.dt;
+    to = (oip_dtype_e) st->dt;
+
+    if (!rq->m.opt->coerce || it->data_at == NULL
+        || from == OIP_BOOL || from == OIP_BYTES
+        || to == OIP_BOOL || to == OIP_BYTES)
+    {
+        return 0;
+    }
+
+    if (oip_edit_text(&rq->m, it->dt_at, it->dt_end, oip_dtype_quoted[to])
+        != 0)
+    {
+        return -1;
+    }
+
+    it->t.dt = to;
+    it->t.exact = (from < OIP_FP16 && to >= OIP_FP16);
+    rq->res->coerced = 1;
+
+    return 1;
+}
+
+
+/* what the whole request must have: every input, declared outputs */
+
+static int
+oip_request_fit_all(oip_req_t *rq)
+{
+    char                     model[96], buf[160];
+    size_t                   i, index;
+    const oip_signature_t   *s;
+    const oip_sig_tensor_t  *st;
+
+    s = rq->m.opt->signature;
+    st = oip_sig_tensors(s);
+
+    for (i = 0; i < s->ninputs; i++) {
+
+        if ((rq->sig_seen && rq->sig_seen[i])
+            || oip_request_optional(rq, oip_sig_name(s, &st[i]),
+                                    st[i].name_len))
+        {
+            continue;
+        }
+
+        rq->misfit = 1;
+
+        return oip_fail(&rq->m.c, 400, "%s needs input '%.*s', missing from "
+                        "the request",
+                        oip_model(rq->m.opt, model, sizeof(model)),
+                        (int) oip_utf8_cut(oip_sig_name(s, &st[i]),
+                                           st[i].name_len, OIP_NAME_MAX),
+                        oip_sig_name(s, &st[i]));
+    }
+
+    if (s->noutputs == 0) {
+        return 0;
+    }
+
+    for (i = 0; i < rq->nouts; i++) {
+        if (oip_sig_find(s, 1, rq->out_names[i].data, rq->out_names[i].len,
+                         &index)
+            == NULL)
+        {
+            rq->misfit = 1;
+
+            return oip_fail(&rq->m.c, 400, "%s has no output '%.*s'; its "
+                            "outputs: %s",
+                            oip_model(rq->m.opt, model, sizeof(model)),
+                            (int) oip_utf8_cut(rq->out_names[i].data,
+                                               rq->out_names[i].len,
+                                               OIP_NAME_MAX),
+                            rq->out_names[i].data,
+                            oip_sig_names(s, 1, buf, sizeof(buf)));
+        }
+    }
+
+    return 0;
+}
+
+
+/* oip_signature_optional: INPUT for any model, MODEL:INPUT for one */
+
+static int
+oip_request_optional(oip_req_t *rq, const uint8_t *name, size_t len)
+{
+    size_t                 i;
+    const oip_options_t   *opt;
+    const oip_optional_t  *o;
+
+    opt = rq->m.opt;
+
+    for (i = 0; i < opt->noptional; i++) {
+        o = &opt->optional[i];
+
+        if (o->input_len == len && memcmp(o->input, name, len) == 0
+            && (o->model == NULL
+                || (o->model_len == opt->model_len
+                    && memcmp(o->model, opt->model, opt->model_len) == 0)))
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+static const char *
+oip_model(const oip_options_t *opt, char *buf, size_t size)
+{
+    if (opt->model == NULL) {
+        return "the model";
+    }
+
+    snprintf(buf, size, "model '%.*s'",
+             (int) oip_utf8_cut(opt->model, opt->model_len, OIP_NAME_MAX),
+             opt->model);
+
+    return buf;
 }
 
 

@@ -55,14 +55,14 @@ static int oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
     __attribute__((format(printf, 4, 5)))
 #endif
     ;
-static const char *oip_shape_str(const oip_tensor_t *t, char *buf,
-    size_t size);
 static int oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     uint64_t i, oip_out_t *bytes);
 static uint64_t oip_fast_run(oip_json_t *j, const oip_tensor_t *t,
     uint8_t *dst, uint64_t i, uint64_t max);
 static int oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     oip_out_t *bytes);
+static int oip_leaf_exact(oip_json_t *j, const oip_tensor_t *t,
+    const oip_num_t *n, uint64_t i);
 static int oip_binary_finite(oip_ctx_t *c, const oip_tensor_t *t,
     const uint8_t *src, size_t len, int status);
 static int oip_data_nested(oip_json_t *j, const oip_tensor_t *t,
@@ -152,7 +152,7 @@ oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
 }
 
 
-static const char *
+const char *
 oip_shape_str(const oip_tensor_t *t, char *buf, size_t size)
 {
     size_t  i, n;
@@ -286,6 +286,10 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
                                (int) (n.end - n.start), n.start);
     }
 
+    if (t->exact && oip_leaf_exact(j, t, &n, i) != 0) {
+        return -1;
+    }
+
     switch (dt) {
 
     case OIP_FP32:
@@ -396,6 +400,50 @@ range:
                            (unsigned long long) i,
                            (int) oip_min(n.end - n.start, 40), n.start,
                            oip_dtypes[dt].name);
+}
+
+
+/*
+ * An input declared with an integer datatype, re-typed to the model's
+ * float one: each value must be an integer that the float holds
+ * exactly (its significant bits fit the significand).
+ */
+
+static int
+oip_leaf_exact(oip_json_t *j, const oip_tensor_t *t, const oip_num_t *n,
+    uint64_t i)
+{
+    int       rc, bits;
+    uint64_t  m;
+
+    static const int  significand[] = {
+        [OIP_FP16] = 11, [OIP_BF16] = 8, [OIP_FP32] = 24, [OIP_FP64] = 53
+    };
+
+    rc = n->special ? OIP_NUM_NOT_INT : oip_num_u64(n, &m);
+
+    if (rc == OIP_NUM_NOT_INT) {
+        return oip_tensor_fail(j->ctx, t, 400, "element %llu: %.*s is not "
+                               "an integer", (unsigned long long) i,
+                               (int) oip_min(n->end - n->start, 40),
+                               n->start);
+    }
+
+    if (rc == OIP_NUM_OK && m != 0) {
+        bits = (64 - __builtin_clzll(m)) - __builtin_ctzll(m);
+
+        if (bits <= significand[t->dt]) {
+            return 0;
+        }
+
+    } else if (rc == OIP_NUM_OK) {
+        return 0;
+    }
+
+    return oip_tensor_fail(j->ctx, t, 400, "element %llu: %.*s has no exact "
+                           "%s value", (unsigned long long) i,
+                           (int) oip_min(n->end - n->start, 40), n->start,
+                           oip_dtypes[t->dt].name);
 }
 
 
@@ -546,6 +594,11 @@ oip_fast_run(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
         }                                                                     \
                                                                               \
         start = p + 1;                                                        \
+    }
+
+    if (t->exact) {
+        /* each value checked: the general path */
+        return 0;
     }
 
     end = j->end;

@@ -53,6 +53,8 @@ typedef struct {
     uint64_t               count;      /* product of shape */
     unsigned               finite:1;   /* NaN and Infinity refused */
     unsigned               null_nan:1; /* null is a float's NaN */
+    unsigned               exact:1;    /* integers read as floats: each
+                                          one an integer, kept exactly */
 } oip_tensor_t;
 
 
@@ -70,6 +72,7 @@ int oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t,
 int oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t,
     const uint8_t *src, size_t len, oip_out_t *o, int status);
 int oip_bytes_utf8(const uint8_t *src, size_t len);
+const char *oip_shape_str(const oip_tensor_t *t, char *buf, size_t size);
 
 
 #endif /* _OIP_TENSOR_H_INCLUDED_ */

@@ -310,8 +310,10 @@ static int
 ours_j2b(set_t *s)
 {
     oip_result_t   req;
-    oip_options_t  opt = { OIP_FORM_BINARY, OIP_FORM_KEEP, SIZE_MAX / 4,
-                           SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY, 0 };
+    oip_options_t  opt = { .inputs = OIP_FORM_BINARY, .outputs = OIP_FORM_KEEP,
+                           .max_json_size = SIZE_MAX / 4,
+                           .max_tensor_size = SIZE_MAX / 4, .max_depth = 100,
+                           .raw_outputs = OIP_FORM_BINARY };
 
     oip_request_process(&req, &alloc, &opt,
                         &(oip_framing_t) { -1, OIP_ENC_NONE }, s->json,
@@ -327,8 +329,10 @@ static int
 ours_b2j(set_t *s)
 {
     oip_result_t   req;
-    oip_options_t  opt = { OIP_FORM_JSON, OIP_FORM_KEEP, SIZE_MAX / 4,
-                           SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY, 0 };
+    oip_options_t  opt = { .inputs = OIP_FORM_JSON, .outputs = OIP_FORM_KEEP,
+                           .max_json_size = SIZE_MAX / 4,
+                           .max_tensor_size = SIZE_MAX / 4, .max_depth = 100,
+                           .raw_outputs = OIP_FORM_BINARY };
 
     oip_request_process(&req, &alloc, &opt,
                         &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE },
@@ -344,8 +348,10 @@ static int
 ours_validate(set_t *s)
 {
     oip_result_t   req;
-    oip_options_t  opt = { OIP_FORM_KEEP, OIP_FORM_KEEP, SIZE_MAX / 4,
-                           SIZE_MAX / 4, 100, NULL, OIP_FORM_BINARY, 0 };
+    oip_options_t  opt = { .inputs = OIP_FORM_KEEP, .outputs = OIP_FORM_KEEP,
+                           .max_json_size = SIZE_MAX / 4,
+                           .max_tensor_size = SIZE_MAX / 4, .max_depth = 100,
+                           .raw_outputs = OIP_FORM_BINARY };
 
     oip_request_process(&req, &alloc, &opt,
                         &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE },

@@ -20,6 +20,9 @@
  *             bit 2: allocation c[13] + 1 fails; bit 3: and all after
  *             bit 4: raw_outputs json (else binary)
  *             bit 5: NaN and Infinity refused in JSON sent upstream
+ *             bit 6: a model signature: the body starts with its
+ *             metadata JSON, two bytes of length (little-endian) first
+ *             bit 7: oip_signature_coerce on
  *   c[3..6]   the IHCL value, little-endian
  *   c[7]      raw datatype: c[7] % 16 (14 and 15: unknown ones)
  *   c[8]      raw rank: 1 + (c[8] & 3); the -1 at (c[8] >> 2) & 7, if
@@ -41,6 +44,7 @@
 #include <strings.h>
 
 #include "fuzz.h"
+#include "oip_signature.h"
 
 
 #define FZ_REQ_CONFIG        16
@@ -64,6 +68,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static int fz_raw_config(const u_char *c, const u_char *body, size_t len,
     oip_raw_input_t *raw);
+static const oip_signature_t *fz_signature(const oip_alloc_t *alloc,
+    const u_char **body, size_t *len);
 static void fz_ihcl_parse_check(const u_char *v, size_t len);
 static void fz_framing_check(const u_char *v, size_t len, unsigned count);
 static void fz_request_check(const oip_result_t *req,
@@ -207,9 +213,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_framing_check(body, n, (c[15] >> 5) & 3);
     }
 
-    ihcl = fz_ihcl(c[2], c + 3, len);
-
     arena_init(&arena, &alloc);
+
+    if (c[2] & 0x40) {
+        opt.signature = fz_signature(&alloc, &body, &len);
+        opt.coerce = (c[2] & 0x80) ? 1 : 0;
+        opt.model = (const u_char *) "m";
+        opt.model_len = 1;
+    }
+
+    ihcl = fz_ihcl(c[2], c + 3, len);
 
     if (c[2] & 0x04) {
         arena.fail_at = 1 + (size_t) c[13];
@@ -229,13 +242,79 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fz_request_check(&req, &opt, &arena, body, len, ihcl);
 
-    if (req.status == 0 && req.rewritten) {
+    /* an input re-typed to FP16 goes binary, which json would convert */
+
+    if (req.status == 0 && req.rewritten
+        && !(req.coerced && opt.inputs == OIP_FORM_JSON))
+    {
         fz_request_refeed(&req, &opt);
     }
 
     arena_destroy(&arena);
 
     return 0;
+}
+
+
+/*
+ * A model's metadata read into a signature, or NULL when it is refused:
+ * a signature found is whole (every offset inside it, every name found
+ * where the lookup says), and copied elsewhere it is the same.
+ */
+
+static const oip_signature_t *
+fz_signature(const oip_alloc_t *alloc, const u_char **body, size_t *len)
+{
+    int                      rc;
+    size_t                   n, i, index, count;
+    const u_char            *name;
+    oip_result_t             res;
+    oip_signature_t         *sig;
+    const oip_sig_tensor_t  *t;
+
+    if (*len < 2) {
+        return NULL;
+    }
+
+    n = (*body)[0] | ((size_t) (*body)[1] << 8);
+    n = n < *len - 2 ? n : *len - 2;
+
+    rc = oip_signature_parse(&res, alloc, *body + 2, n, &sig);
+
+    *body += 2 + n;
+    *len -= 2 + n;
+
+    fz_assert(rc == res.status, "the status returned is the status set");
+
+    if (rc != 0) {
+        fz_assert(rc == 502 || rc == 500, "metadata refused: not 502/500");
+        fz_assert(sig == NULL, "a refused signature returned");
+        fz_assert(strlen(res.error) > 0, "a refusal without a message");
+        return NULL;
+    }
+
+    count = (size_t) sig->ninputs + sig->noutputs;
+    fz_assert(sizeof(oip_signature_t) + count * sizeof(oip_sig_tensor_t)
+              <= sig->size, "the tensors past the signature's end");
+
+    t = oip_sig_tensors(sig);
+
+    for (i = 0; i < count; i++) {
+        fz_assert(t[i].name + (size_t) t[i].name_len <= sig->size,
+                  "a name past the signature's end");
+        fz_assert(t[i].rank == OIP_SIG_ANY_RANK
+                  || t[i].dims + t[i].rank * sizeof(int64_t) <= sig->size,
+                  "dimensions past the signature's end");
+        fz_assert(t[i].dt == OIP_SIG_ANY_DT
+                  || (t[i].dt >= 0 && t[i].dt < 14), "a datatype unknown");
+
+        name = oip_sig_name(sig, &t[i]);
+        fz_assert(oip_sig_find(sig, i >= sig->ninputs, name, t[i].name_len,
+                               &index) == &t[i],
+                  "a declared name not found where it is");
+    }
+
+    return sig;
 }
 
 

@@ -87,8 +87,9 @@ static void fz_numbers(int dt, const u_char *p, const u_char *end);
 
 
 static const oip_options_t  fz_opts = {
-    OIP_FORM_KEEP, OIP_FORM_KEEP, FZ_RT_LIMIT, FZ_RT_LIMIT, 100, NULL,
-    OIP_FORM_BINARY, 0
+    .inputs = OIP_FORM_KEEP, .outputs = OIP_FORM_KEEP,
+    .max_json_size = FZ_RT_LIMIT, .max_tensor_size = FZ_RT_LIMIT,
+    .max_depth = 100, .raw_outputs = OIP_FORM_BINARY
 };
 
 

@@ -45,7 +45,8 @@ def js(obj):
 def req_config(inputs='keep', outputs='keep', enc='none', depth=100,
                ihcl=IHCL_NONE, ihcl_value=0, small=None, raw=None,
                raw_outputs_json=False, fail_at=None, fail_all=False,
-               raw_name=0, dims_text=0, ihcl_text=0, finite=False):
+               raw_name=0, dims_text=0, ihcl_text=0, finite=False,
+               signature=False, coerce=False):
     """The 16 bytes fuzz_request.c reads first (see its comment)."""
     c = bytearray(16)
     c[0] = FORM[inputs] | (FORM[outputs] << 2) | (ENC[enc] << 4)
@@ -82,6 +83,13 @@ def req_config(inputs='keep', outputs='keep', enc='none', depth=100,
 
     if finite:
         c[2] |= 0x20
+
+    # the body then starts with 2 bytes of length and a model's metadata
+    if signature:
+        c[2] |= 0x40
+
+    if coerce:
+        c[2] |= 0x80
 
     if fail_at is not None:
         c[2] |= 0x04 | (0x08 if fail_all else 0)
@@ -303,6 +311,36 @@ def request_seeds():
     s['nonfinite_binary_refused'] = (req_config('json', ihcl=IHCL_TAIL,
                                                 ihcl_value=16, finite=True)
                                      + hdr + le('d', [1.0, float('inf')]))
+
+    # model signatures: metadata (2 bytes of length first), then the body
+    def meta(obj):
+        m = obj if isinstance(obj, bytes) else js(obj)
+        return struct.pack('<H', len(m)) + m
+
+    simple = meta({'name': 'm', 'versions': ['1'], 'platform': 'x',
+                   'inputs': [tensor('INPUT0', 'INT32', [-1, 2]),
+                              tensor('INPUT1', 'INT32', [-1, 2])],
+                   'outputs': [tensor('OUTPUT0', 'INT32', [-1, 2])]})
+    two = js({'inputs': [tensor('INPUT0', 'INT32', [1, 2], [1, 2]),
+                         tensor('INPUT1', 'INT64', [1, 2], [3, 4])],
+              'outputs': [{'name': 'OUTPUT0'}]})
+    s['signature_fits'] = req_config(signature=True) + simple + two
+    s['signature_coerce_binary'] = (req_config('binary', signature=True,
+                                               coerce=True) + simple + two)
+    s['signature_misfit_output'] = (req_config(signature=True) + simple
+                                    + js({'inputs': [tensor(
+                                        'INPUT0', 'INT32', [1, 2], [1, 2])],
+                                        'outputs': [{'name': 'X'}]}))
+    half = meta({'inputs': [{'name': 'h', 'datatype': 'FP16',
+                             'shape': [-1]}], 'outputs': None})
+    s['signature_coerce_fp16'] = (req_config(signature=True, coerce=True)
+                                  + half + js({'inputs': [tensor(
+                                      'h', 'FP32', [3], [1.0, 0.1, 65504])]}))
+    s['signature_raw'] = (req_config(ihcl=IHCL_ZERO, signature=True) + half
+                          + le('e', [1.0, 2.0]))
+    s['signature_bad_metadata'] = (req_config(signature=True)
+                                   + meta(b'{"inputs":[{"name":"a",'
+                                          b'"shape":[-2]}]}') + two)
 
     s['depth_limit'] = (req_config('binary', depth=3)
                         + js({'inputs': [tensor('d', 'INT8', [1, 1],

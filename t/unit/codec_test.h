@@ -25,8 +25,9 @@ typedef struct {
 
 
 static oip_options_t  opts = {
-    OIP_FORM_KEEP, OIP_FORM_KEEP, 64 * 1024 * 1024, 64 * 1024 * 1024, 100,
-    NULL, OIP_FORM_BINARY, 0
+    .inputs = OIP_FORM_KEEP, .outputs = OIP_FORM_KEEP,
+    .max_json_size = 64 * 1024 * 1024, .max_tensor_size = 64 * 1024 * 1024,
+    .max_depth = 100, .raw_outputs = OIP_FORM_BINARY
 };
 
 
