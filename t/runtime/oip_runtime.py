@@ -10,6 +10,7 @@ requests for one-input models, {"error": ...} bodies, gzip/deflate bodies,
 compressed responses, model metadata and health endpoints.
 
     oip_runtime.py --port 8001 [--family triton|kserve|openvino|mlserver]
+                   [--triton-version 2.49.0]
 
 --family imitates the runtimes the gateway is deployed in front of, habits
 included, as their sources show them (docs/upstreams.md has the list):
@@ -35,6 +36,49 @@ included, as their sources show them (docs/upstreams.md has the list):
             text/plain 500 "Internal Server Error"; health answers are
             empty 200s ("jsononly" is an alias, the name it had)
 
+Model metadata (GET /v2/models/{m}[/versions/{v}]), compact JSON, as each
+family writes it (docs/upstreams.md, "Model metadata", has the sources):
+  triton    {name, versions, platform, inputs, outputs}: versions the one
+            asked for, else the ready ones (["1"]); platform the config's,
+            else its backend ("python"); no parameters anywhere.  Unknown:
+            404 "Request for unknown model: 'm' is not found", or "...: 'm'
+            version 2 is not found"; --triton-version below 2.42 answers
+            these and every other error but its routes' with 400, as
+            Triton did before server#6713; a version that is not digits
+            is 404 "Not Found" (no route takes it)
+  kserve    "versions": null, "platform": "", tensors {name, datatype,
+            shape}; a model that declares no types publishes [] and [];
+            versioned paths 501 before anything else; unknown: 404 "Model
+            with name m does not exist."
+  openvino  "versions": every ready one (["1"]) whichever was asked,
+            "platform": "OpenVINO", tensors in name order (a std::map);
+            unknown: 404 "Model with requested name is not found", "Model
+            with requested version is not found"; a version that is not
+            digits is 400 "Invalid request URL"
+  mlserver  "versions": [] (model-settings.json sets none, although the
+            models answer as version "1"), "platform": "", tensors
+            without parameters, "parameters": {} at the top; unknown: 404
+            "Model m not found", "Model m with version v not found"
+The models without a declared signature (identity, fail) publish "inputs":
+[] and "outputs": [] in every family, and still take any input.
+
+Test hooks, under /_test/, a path no runtime has (JSON in and out):
+  GET    /_test/counts           {"meta": {"m" or "m/v": n}, "infer": {"m": n}}
+                                 metadata GETs as asked, infer POSTs
+  POST   /_test/reset            counters, test models and faults cleared
+  PUT    /_test/models/{m}       {"inputs": [{"name", "datatype", "shape"}],
+                                 "outputs": [...]}: an Identity that
+                                 publishes and enforces that signature
+  DELETE /_test/models/{m}       m is then unknown (reset brings back a
+                                 built-in one)
+  PUT    /_test/meta_fault/{m}   {"mode": M, "seconds": S}: m's metadata
+                                 misbehaves, infer does not: slow (S
+                                 seconds, then the answer), garbage (200
+                                 JSON that is not), html500 (a proxy's
+                                 page), huge (200, valid, ~10 MB; "bytes"
+                                 sets the size), wrong (200, valid JSON of
+                                 wrong types), none (cleared)
+
 Standard library only.
 """
 
@@ -47,6 +91,7 @@ import signal
 import struct
 import sys
 import threading
+import time
 import uuid
 import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -76,6 +121,14 @@ class InferError(Exception):
     def answer(self):
         return self.status, json.dumps({"error": str(self)}).encode(), \
             {"Content-Type": "application/json"}
+
+
+class RouteError(InferError):
+    """An error of the server's routes, not of a model: Triton before 2.42
+    answered these with their own status, the others with 400."""
+
+    def __init__(self, status, message):
+        super().__init__(message, status)
 
 
 class DetailError(InferError):
@@ -243,12 +296,25 @@ class Model:
     inputs = None
     outputs = None
 
-    def metadata(self, name):
+    def signature(self):
+        """(inputs, outputs) as metadata lists them.
+
+        A model that declares nothing (inputs None: it takes any input)
+        publishes [] and [], in every family, which is what each of them
+        publishes for a model that declares no signature: Triton always
+        has a config, and a Python-backend model whose config lists no
+        input or output answers "inputs": [], "outputs": []; KServe's
+        Model.get_input_types() and get_output_types() return [] unless
+        overridden; MLServer's ModelSettings default both to []. OVMS has
+        no such model (an OpenVINO model always has its signature; a
+        MediaPipe graph lists its streams, "datatype": "INVALID",
+        "shape": []): [] is the nearest.  Beware: to a real Triton, []
+        means "takes no input" and it refuses every one; here it means
+        "declares nothing"."""
         def meta(spec):
-            return [{"name": n, "datatype": d, "shape": s}
+            return [{"name": n, "datatype": d, "shape": list(s)}
                     for n, d, s in (spec or [])]
-        return {"name": name, "versions": ["1"], "platform": "python",
-                "inputs": meta(self.inputs), "outputs": meta(self.outputs)}
+        return meta(self.inputs), meta(self.outputs)
 
     def check_inputs(self, model, tensors):
         if self.inputs is None:
@@ -306,6 +372,16 @@ class Identity(Model):
                        t.datatype, t.shape, t.raw) for t in tensors]
 
 
+class Declared(Identity):
+    """A model a test defined (PUT /_test/models/{name}): Identity's
+    behaviour, and exactly the signature it was given, published and
+    enforced (no inputs declared: it takes none)."""
+
+    def __init__(self, inputs, outputs):
+        self.inputs = inputs
+        self.outputs = outputs
+
+
 class Fail(Model):
     """A model whose code fails: each family answers it its own way."""
 
@@ -329,9 +405,122 @@ MODELS = {
 # --------------------------------------------------------------- server
 
 
+def version_tuple(text):
+    return tuple(int(x) for x in re.findall(r"\d+", text))
+
+
 class Runtime:
-    def __init__(self, family):
+    def __init__(self, family, triton_version="2.49.0"):
         self.family = "mlserver" if family == "jsononly" else family
+        self.triton_version = triton_version
+        # Triton answered every error its core reported with 400 until
+        # 2.42 (server#6713: HttpCodeFromError, 404 for NOT_FOUND)
+        self.legacy_codes = self.family == "triton" and \
+            version_tuple(triton_version) < (2, 42)
+        # the model table, the tests' faults and counters: one lock, as
+        # the server answers each connection in its own thread
+        self.lock = threading.Lock()
+        self.reset()
+
+    def reset(self):
+        with self.lock:
+            self.models = dict(MODELS)
+            self.faults = {}
+            self.counts = {"meta": {}, "infer": {}}
+
+    def model(self, name):
+        with self.lock:
+            return self.models.get(name)
+
+    def count(self, kind, key):
+        with self.lock:
+            table = self.counts[kind]
+            table[key] = table.get(key, 0) + 1
+
+    def metadata(self, name, model, version):
+        """The family's metadata answer for a known model, its members
+        in the family's order."""
+        inputs, outputs = model.signature()
+        asked = version is not None and re.fullmatch("[0-9]+", version)
+        if self.family == "triton":
+            # tritonserver.cc TRITONSERVER_ServerModelMetadata: the version
+            # asked for, else every ready one; the config's platform, else
+            # its backend; input and output shapes, nothing else
+            return {"name": name,
+                    "versions": [str(int(version))] if asked else ["1"],
+                    "platform": "python", "inputs": inputs,
+                    "outputs": outputs}
+        if self.family == "kserve":
+            # dataplane.py model_metadata, its pydantic model: versions
+            # unset is null, platform always ""
+            return {"name": name, "versions": None, "platform": "",
+                    "inputs": inputs, "outputs": outputs}
+        if self.family == "openvino":
+            # kfs_grpc_inference_service.cpp buildResponse: every ready
+            # version, "OpenVINO", tensors from a std::map: name order
+            def by_name(t):
+                return t["name"]
+            return {"name": name, "versions": ["1"], "platform": "OpenVINO",
+                    "inputs": sorted(inputs, key=by_name),
+                    "outputs": sorted(outputs, key=by_name)}
+        # MLServer: model.py metadata() from the model's settings (versions
+        # and platform unset: [] and ""), exclude_none drops each tensor's
+        # parameters; the settings' parameters always exist, so
+        # "parameters" is there, its content_type null and dropped: {}
+        return {"name": name, "versions": [], "platform": "",
+                "inputs": inputs, "outputs": outputs, "parameters": {}}
+
+    def find(self, name, version):
+        """The model, or the family's answer to an unknown model or
+        version (metadata, ready and infer ask alike)."""
+        family = self.family
+        if family == "kserve" and version is not None:
+            # KServe: "TODO: support model_version", before all else
+            raise InferError("Model versioning not supported yet.", 501)
+        number = None
+        if version is not None and family in ("triton", "openvino"):
+            # their routes take digits only: the path is not theirs
+            if not re.fullmatch("[0-9]+", version):
+                if family == "triton":
+                    raise RouteError(404, "Not Found")
+                raise RouteError(400, "Invalid request URL")
+            number = int(version)
+            if number >= 2 ** 63:
+                # std::stol, std::stoll: out of range
+                if family == "triton":
+                    raise InferError("failed to get model version from "
+                                     "specified version string '%s' "
+                                     "(details: stol), version should be "
+                                     "an integral value > 0" % version)
+                raise InferError("Model with requested version is not "
+                                 "found", 404)
+        model = self.model(name)
+        if model is None:
+            if family == "kserve":
+                raise InferError("Model with name %s does not exist."
+                                 % name, 404)
+            if family == "mlserver":
+                if version is not None:
+                    raise InferError("Model %s with version %s not found"
+                                     % (name, version), 404)
+                raise InferError("Model %s not found" % name, 404)
+            if family == "openvino":
+                raise InferError("Model with requested name is not found",
+                                 404)
+            raise InferError("Request for unknown model: '%s' is not found"
+                             % name, 404)
+        # every model here is version 1 (for MLServer: its settings'
+        # parameters.version, which its metadata's "versions" does not show)
+        if family == "mlserver" and version not in (None, "1"):
+            raise InferError("Model %s with version %s not found"
+                             % (name, version), 404)
+        if number is not None and number != 1:
+            if family == "openvino":
+                raise InferError("Model with requested version is not "
+                                 "found", 404)
+            raise InferError("Request for unknown model: '%s' version %d is "
+                             "not found" % (name, number), 404)
+        return model
 
     def parse_request(self, model_name, model, headers, body):
         """Request bytes to (header JSON, tensors, raw?)."""
@@ -550,11 +739,8 @@ class Runtime:
                 wish[o["name"]] = bool(p.get("binary_data", False))
         return wish, default
 
-    def infer(self, model_name, headers, body):
-        model = MODELS.get(model_name)
-        if model is None:
-            raise InferError("Request for unknown model: '%s' is not found"
-                             % model_name, 404)
+    def infer(self, model_name, headers, body, version=None):
+        model = self.find(model_name, version)
 
         req, tensors, raw = self.parse_request(model_name, model, headers,
                                                body)
@@ -705,11 +891,19 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"0\r\n\r\n")
 
     def error(self, status, message):
-        self.answer(InferError(message, status))
+        self.answer(RouteError(status, message))
 
     def answer(self, e):
         status, body, headers = e.answer()
+        if self.server.runtime.legacy_codes and \
+                not isinstance(e, RouteError):
+            # Triton before 2.42: RETURN_AND_RESPOND_IF_ERR said 400
+            status = 400
         self.reply(status, body, headers)
+
+    def json_reply(self, status, doc):
+        self.reply(status, json.dumps(doc, separators=(",", ":")).encode(),
+                   {"Content-Type": "application/json"})
 
     def read_body(self):
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
@@ -738,24 +932,6 @@ class Handler(BaseHTTPRequestHandler):
             return model, tail, version
         return None, None, None
 
-    def check_model(self, model, version):
-        """The family's answer to an unknown model or a version."""
-        family = self.server.runtime.family
-        if family == "kserve" and version is not None:
-            # KServe: "TODO: support model_version", before all else
-            raise InferError("Model versioning not supported yet.", 501)
-        if model not in MODELS:
-            if family == "kserve":
-                raise InferError("Model with name %s does not exist."
-                                 % model, 404)
-            if family == "mlserver":
-                raise InferError("Model %s not found" % model, 404)
-            raise InferError("Request for unknown model: '%s' is not found"
-                             % model, 404)
-        if family == "mlserver" and version not in (None, "1"):
-            raise InferError("Model %s with version %s not found"
-                             % (model, version), 404)
-
     SERVER = {
         "triton": {"name": "triton", "version": "2.49.0",
                    "extensions": ["classification", "sequence",
@@ -769,7 +945,10 @@ class Handler(BaseHTTPRequestHandler):
     }
 
     def do_GET(self):
-        family = self.server.runtime.family
+        if self.path.startswith("/_test/"):
+            return self.test_hook(b"")
+        runtime = self.server.runtime
+        family = runtime.family
         model, tail, version = self.route()
         if model == "server":
             if tail and family == "kserve":
@@ -780,12 +959,23 @@ class Handler(BaseHTTPRequestHandler):
             if tail:
                 # MLServer, Triton, OVMS: an empty 200
                 return self.reply(200)
-            return self.reply(200, json.dumps(self.SERVER[family]).encode(),
+            info = dict(self.SERVER[family])
+            if family == "triton":
+                info["version"] = runtime.triton_version
+            return self.reply(200, json.dumps(info).encode(),
                               {"Content-Type": "application/json"})
         if model is None:
             return self.error(404, "Not Found")
+        if tail == []:
+            if self.command == "GET":
+                runtime.count("meta", model if version is None
+                              else "%s/%s" % (model, version))
+            with runtime.lock:
+                fault = runtime.faults.get(model)
+            if fault and self.meta_fault(model, version, *fault):
+                return
         try:
-            self.check_model(model, version)
+            found = runtime.find(model, version)
         except InferError as e:
             return self.answer(e)
         if tail == ["ready"]:
@@ -795,30 +985,165 @@ class Handler(BaseHTTPRequestHandler):
                     {"Content-Type": "application/json"})
             return self.reply(200)
         if tail == []:
-            return self.reply(200, json.dumps(
-                MODELS[model].metadata(model)).encode(),
-                {"Content-Type": "application/json"})
+            return self.json_reply(200, runtime.metadata(model, found,
+                                                         version))
         return self.error(404, "Not Found")
 
     do_HEAD = do_GET
 
+    HTML500 = (b"<html>\r\n<head><title>500 Internal Server Error</title>"
+               b"</head>\r\n<body>\r\n<center><h1>500 Internal Server "
+               b"Error</h1></center>\r\n<hr><center>nginx</center>\r\n"
+               b"</body>\r\n</html>\r\n")
+
+    def meta_fault(self, model, version, mode, seconds, size):
+        """A metadata GET that misbehaves as the test asked; False: answer
+        it as usual after all."""
+        runtime = self.server.runtime
+        if mode == "slow":
+            time.sleep(seconds)
+            return False
+        if mode == "html500":
+            # what a proxy in front of the runtime sends (nginx's page)
+            self.reply(500, self.HTML500, {"Content-Type": "text/html"})
+            return True
+        doc = runtime.metadata(model, runtime.model(model) or Model(),
+                               version)
+        if mode == "garbage":
+            # cut in the middle: no JSON document is a strict prefix of
+            # an object
+            body = json.dumps(doc, separators=(",", ":")).encode()
+            self.reply(200, body[:len(body) // 2],
+                       {"Content-Type": "application/json"})
+            return True
+        if mode == "huge":
+            # the model's own answer, its platform padded out to the size
+            base = len(json.dumps(doc, separators=(",", ":")))
+            doc["platform"] = (doc["platform"] or "") + \
+                "x" * max(0, size - base)
+            self.json_reply(200, doc)
+            return True
+        # wrong: valid JSON, wrong types: versions a number, the inputs'
+        # shapes strings (or inputs an object, for a model without any),
+        # outputs an object
+        inputs, outputs = doc["inputs"], doc["outputs"]
+        doc["versions"] = 1
+        if inputs:
+            doc["inputs"] = [dict(t, shape=[str(d) for d in t["shape"]])
+                             for t in inputs]
+        else:
+            doc["inputs"] = {"name": "INPUT0", "datatype": "FP32",
+                             "shape": [-1]}
+        doc["outputs"] = {t["name"]: t for t in outputs}
+        self.json_reply(200, doc)
+        return True
+
+    FAULTS = ("slow", "garbage", "html500", "huge", "wrong", "none")
+
+    def test_hook(self, body):
+        """/_test/...: the tests' hooks into the runtime."""
+        runtime = self.server.runtime
+        parts = [p for p in self.path.split("?")[0].split("/") if p][1:]
+        what = parts[:1]
+        name = parts[1] if len(parts) == 2 else None
+        try:
+            doc = json.loads(body.decode("utf-8")) if body.strip() else {}
+        except (ValueError, UnicodeDecodeError) as e:
+            return self.error(400, "the body is not JSON: %s" % e)
+        if not isinstance(doc, dict):
+            return self.error(400, "the body is not an object")
+
+        if self.command == "GET" and parts == ["counts"]:
+            with runtime.lock:
+                counts = {k: dict(v) for k, v in runtime.counts.items()}
+            return self.json_reply(200, counts)
+        if self.command == "POST" and parts == ["reset"]:
+            runtime.reset()
+            return self.json_reply(200, {})
+        if what == ["models"] and name and self.command == "PUT":
+            try:
+                inputs = self.signature_spec(doc, "inputs")
+                outputs = self.signature_spec(doc, "outputs")
+            except ValueError as e:
+                return self.error(400, str(e))
+            with runtime.lock:
+                runtime.models[name] = Declared(inputs, outputs)
+            return self.json_reply(200, {})
+        if what == ["models"] and name and self.command == "DELETE":
+            with runtime.lock:
+                gone = runtime.models.pop(name, None)
+            if gone is None:
+                return self.error(404, "no model '%s'" % name)
+            return self.json_reply(200, {})
+        if what == ["meta_fault"] and name and self.command == "PUT":
+            mode = doc.get("mode")
+            seconds = doc.get("seconds", 0)
+            size = doc.get("bytes", 10 * 1024 * 1024)
+            if mode not in self.FAULTS:
+                return self.error(400, "mode must be one of %s"
+                                  % ", ".join(self.FAULTS))
+            for k, v in (("seconds", seconds), ("bytes", size)):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) \
+                        or v < 0:
+                    return self.error(400, "%s must be a number >= 0" % k)
+            with runtime.lock:
+                if mode == "none":
+                    runtime.faults.pop(name, None)
+                else:
+                    runtime.faults[name] = (mode, seconds, int(size))
+            return self.json_reply(200, {})
+        return self.error(404, "Not Found")
+
+    @staticmethod
+    def signature_spec(doc, key):
+        """A PUT body's "inputs" or "outputs" as (name, datatype, dims)."""
+        spec = doc.get(key, [])
+        if not isinstance(spec, list):
+            raise ValueError("'%s' must be an array" % key)
+        out = []
+        for t in spec:
+            if not isinstance(t, dict) or \
+                    not isinstance(t.get("name"), str) or \
+                    not isinstance(t.get("datatype"), str) or \
+                    not isinstance(t.get("shape"), list) or \
+                    any(isinstance(d, bool) or not isinstance(d, int) or
+                        d < -1 for d in t["shape"]):
+                raise ValueError("each of '%s' must be {\"name\": string, "
+                                 "\"datatype\": string, \"shape\": "
+                                 "[integer >= -1, ...]}" % key)
+            out.append((t["name"], t["datatype"], list(t["shape"])))
+        return out
+
+    def do_PUT(self):
+        if not self.path.startswith("/_test/"):
+            # what BaseHTTPRequestHandler answers without a do_PUT
+            return self.send_error(501, "Unsupported method (%r)"
+                                   % self.command)
+        self.test_hook(self.read_body())
+
+    do_DELETE = do_PUT
+
     def do_POST(self):
         body = self.read_body()
+        if self.path.startswith("/_test/"):
+            return self.test_hook(body)
+        runtime = self.server.runtime
         model, tail, version = self.route()
         if model in (None, "server") or tail != ["infer"]:
             return self.error(404, "Not Found")
+        runtime.count("infer", model)
 
         enc = self.headers.get("Content-Encoding", "")
         try:
-            self.check_model(model, version)
+            runtime.find(model, version)
             if enc in ("gzip", "deflate"):
                 if not body:
                     raise InferError("nothing to be decompressed")
                 body = zlib.decompress(body, 47)    # zlib or gzip wrapper
             elif enc not in ("", "identity"):
                 return self.error(501, "Unsupported compression type")
-            out, headers = self.server.runtime.infer(model, self.headers,
-                                                     body)
+            out, headers = runtime.infer(model, self.headers, body,
+                                         version)
         except InferError as e:
             return self.answer(e)
         except zlib.error as e:
@@ -841,12 +1166,14 @@ def main():
     ap.add_argument("--family", default="triton",
                     choices=["triton", "kserve", "openvino", "mlserver",
                              "jsononly"])
+    ap.add_argument("--triton-version", default="2.49.0",
+                    help="below 2.42, Triton's errors are all 400")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
 
     server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.daemon_threads = True
-    server.runtime = Runtime(args.family)
+    server.runtime = Runtime(args.family, args.triton_version)
     server.verbose = args.verbose
 
     def stop(*_):
