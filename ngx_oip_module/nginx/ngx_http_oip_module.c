@@ -6,6 +6,8 @@
  * owns the directives, the configuration, the request context and the
  * helpers both paths use, and registers the two paths: the request
  * (ngx_http_oip_request.c) and the response (ngx_http_oip_response.c).
+ * The request path asks ngx_http_oip_signature.c for the model's
+ * signature, whose directives are there too.
  * The protocol itself is the nginx-free codec's (../codec/).
  */
 
@@ -49,6 +51,13 @@ static ngx_conf_enum_t  ngx_http_oip_nonfinite[] = {
 static ngx_conf_enum_t  ngx_http_oip_errors[] = {
     { ngx_string("rewrite"), NGX_HTTP_OIP_ERRORS_REWRITE },
     { ngx_string("pass"), NGX_HTTP_OIP_ERRORS_PASS },
+    { ngx_null_string, 0 }
+};
+
+
+static ngx_conf_enum_t  ngx_http_oip_sig_fail[] = {
+    { ngx_string("open"), NGX_HTTP_OIP_SIG_OPEN },
+    { ngx_string("closed"), NGX_HTTP_OIP_SIG_CLOSED },
     { ngx_null_string, 0 }
 };
 
@@ -130,6 +139,41 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       offsetof(ngx_http_oip_loc_conf_t, max_depth),
       &ngx_http_oip_depth_bounds },
 
+    { ngx_string("oip_signature_zone"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_oip_signature_zone,
+      0,
+      0,
+      NULL },
+
+    { ngx_string("oip_signatures"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
+      ngx_http_oip_signatures,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("oip_signature_fail"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, sig_fail),
+      &ngx_http_oip_sig_fail },
+
+    { ngx_string("oip_signature_optional"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_http_oip_signature_optional,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("oip_signature_coerce"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_FLAG,
+      ngx_conf_set_flag_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, sig_coerce),
+      NULL },
+
       ngx_null_command
 };
 
@@ -185,6 +229,10 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->max_json_size = NGX_CONF_UNSET;
     conf->max_tensor_size = NGX_CONF_UNSET;
     conf->max_depth = NGX_CONF_UNSET_UINT;
+    conf->sig_zone = NGX_CONF_UNSET_PTR;
+    conf->sig_fail = NGX_CONF_UNSET_UINT;
+    conf->sig_optional = NGX_CONF_UNSET_PTR;
+    conf->sig_coerce = NGX_CONF_UNSET;
 
     return conf;
 }
@@ -222,6 +270,20 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
         return NGX_CONF_ERROR;
     }
     ngx_conf_merge_uint_value(conf->max_depth, prev->max_depth, 100);
+
+    if (conf->sig_zone == NGX_CONF_UNSET_PTR) {
+        conf->sig_zone = prev->sig_zone;
+        conf->sig_uri = prev->sig_uri;
+    }
+
+    ngx_conf_merge_ptr_value(conf->sig_zone, NULL, NULL);
+
+    /* the runtime checks each request itself: its metadata failing must
+     * not stop inference (closed is for fleets that would rather not) */
+    ngx_conf_merge_uint_value(conf->sig_fail, prev->sig_fail,
+                              NGX_HTTP_OIP_SIG_OPEN);
+    ngx_conf_merge_ptr_value(conf->sig_optional, prev->sig_optional, NULL);
+    ngx_conf_merge_value(conf->sig_coerce, prev->sig_coerce, 0);
 
     return NGX_CONF_OK;
 }
@@ -340,7 +402,7 @@ ngx_http_oip_get_ctx(ngx_http_request_t *r)
 /* "…/v2/models/M/infer" or "…/v2/models/M/versions/V/infer" */
 
 ngx_int_t
-ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model)
+ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model, ngx_str_t *version)
 {
     u_char  *p, *end, *seg;
 
@@ -370,10 +432,14 @@ ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model)
     if (ngx_http_oip_ends(p, seg - 1, models)) {
         model->data = seg;
         model->len = end - seg;
+        ngx_str_null(version);
         return NGX_OK;
     }
 
     /* seg..end is the version */
+
+    version->data = seg;
+    version->len = end - seg;
 
     end = seg - 1;
 
@@ -415,6 +481,38 @@ ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt)
     opt->raw = olcf->raw;
     opt->raw_outputs = olcf->raw_outputs;
     opt->finite_upstream = (olcf->nonfinite == NGX_HTTP_OIP_NONFINITE_REFUSE);
+    opt->coerce = olcf->sig_coerce;
+
+    if (olcf->sig_optional) {
+        opt->optional = olcf->sig_optional->elts;
+        opt->noptional = olcf->sig_optional->nelts;
+    }
+}
+
+
+/* a refusal kept for the client, and logged */
+
+ngx_int_t
+ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    ngx_uint_t status, const char *msg)
+{
+    size_t  len;
+
+    len = ngx_strlen(msg);
+
+    ctx->error.data = ngx_pnalloc(r->pool, len);
+    if (ctx->error.data == NULL) {
+        ngx_str_set(&ctx->error, "out of memory");
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ngx_memcpy(ctx->error.data, msg, len);
+    ctx->error.len = len;
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "oip: model \"%V\": %V", &ctx->model, &ctx->error);
+
+    return status;
 }
 
 

@@ -28,6 +28,13 @@
 #define NGX_HTTP_OIP_ERRORS_REWRITE    0
 #define NGX_HTTP_OIP_ERRORS_PASS       1
 
+#define NGX_HTTP_OIP_SIG_OPEN          0
+#define NGX_HTTP_OIP_SIG_CLOSED        1
+
+
+/* a request's step of finding its model's signature (signature.c) */
+typedef struct ngx_http_oip_sig_s  ngx_http_oip_sig_t;
+
 
 typedef struct {
     ngx_flag_t             enable;
@@ -40,6 +47,13 @@ typedef struct {
     ngx_uint_t             raw_outputs;     /* oip_form_e */
     ngx_uint_t             nonfinite;       /* NGX_HTTP_OIP_NONFINITE_* */
     ngx_uint_t             errors;          /* NGX_HTTP_OIP_ERRORS_* */
+
+    /* oip_signatures URI zone=NAME; sig_zone NULL: off */
+    ngx_str_t              sig_uri;
+    ngx_shm_zone_t        *sig_zone;
+    ngx_uint_t             sig_fail;        /* NGX_HTTP_OIP_SIG_* */
+    ngx_array_t           *sig_optional;    /* of oip_optional_t */
+    ngx_flag_t             sig_coerce;
 } ngx_http_oip_loc_conf_t;
 
 
@@ -48,8 +62,13 @@ typedef struct {
                                         NGX_DECLINED once passed on, or
                                         the HTTP status of an error */
     ngx_str_t              model;
+    ngx_str_t              version;   /* empty: none in the URI */
     ngx_str_t              error;
     ngx_str_t              page;     /* JSON for nginx's own error page */
+
+    /* the model's signature, when oip_signatures is on */
+    ngx_http_oip_sig_t    *sig;
+    oip_signature_t       *signature;   /* NULL: not checked */
 
     /* the response path */
     oip_wish_t             wish;
@@ -63,6 +82,8 @@ typedef struct {
     unsigned               failed:1;    /* an upstream error answer held */
     unsigned               sent:1;
     unsigned               replace:1;   /* with page, nginx's error page */
+    unsigned               body_read:1; /* processed once already */
+    unsigned               misfit:1;    /* refused by the signature */
 } ngx_http_oip_ctx_t;
 
 
@@ -72,8 +93,11 @@ ngx_int_t ngx_http_oip_response_init(ngx_conf_t *cf);
 
 ngx_http_oip_ctx_t *ngx_http_oip_create_ctx(ngx_http_request_t *r);
 ngx_http_oip_ctx_t *ngx_http_oip_get_ctx(ngx_http_request_t *r);
-ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model);
+ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model,
+    ngx_str_t *version);
 void ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt);
+ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    ngx_uint_t status, const char *msg);
 void ngx_http_oip_allocator(ngx_http_request_t *r, oip_alloc_t *alloc);
 
 ngx_table_elt_t *ngx_http_oip_header(ngx_list_t *headers, ngx_str_t *name,
@@ -85,6 +109,19 @@ ngx_buf_t *ngx_http_oip_error_json(ngx_http_request_t *r, u_char *msg,
     size_t len);
 ngx_int_t ngx_http_oip_chain(ngx_http_request_t *r, oip_seg_t *segs,
     size_t n, ngx_chain_t **out, ngx_buf_t **last);
+
+
+/* the model-aware edge (ngx_http_oip_signature.c) */
+char *ngx_http_oip_signature_zone(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_oip_signatures(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_oip_signature_optional(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_int_t ngx_http_oip_signature(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+ngx_int_t ngx_http_oip_signature_refetch(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 
 
 extern ngx_module_t  ngx_http_oip_module;

@@ -19,6 +19,8 @@
 
 
 static ngx_int_t ngx_http_oip_request_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_oip_read_body(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 static void ngx_http_oip_body_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_process(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
@@ -31,8 +33,6 @@ static ngx_int_t ngx_http_oip_headers(ngx_http_request_t *r,
     oip_result_t *res, ngx_uint_t what);
 static ngx_uint_t ngx_http_oip_dropped(ngx_table_elt_t *h,
     ngx_uint_t what);
-static ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx, ngx_uint_t status, const char *msg);
 static ngx_int_t ngx_http_oip_send_error(ngx_http_request_t *r,
     ngx_uint_t status, ngx_str_t *msg);
 
@@ -64,7 +64,7 @@ static ngx_int_t
 ngx_http_oip_request_handler(ngx_http_request_t *r)
 {
     ngx_int_t                 rc, status;
-    ngx_str_t                 model;
+    ngx_str_t                 model, version;
     ngx_http_oip_ctx_t       *ctx;
     ngx_http_oip_loc_conf_t  *olcf;
 
@@ -80,51 +80,87 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
 
     ctx = ngx_http_oip_get_ctx(r);
 
-    if (ctx) {
-        if (ctx->status == NGX_DONE || ctx->status == NGX_DECLINED) {
-            /* still reading, or done once: an internal redirect must not
-             * convert the converted body again */
-
-            ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                           "oip: request handler again: %s",
-                           ctx->status == NGX_DONE ? "still reading the body"
-                                                   : "body handled, passed on");
-            return ctx->status;
+    if (ctx == NULL) {
+        if (r->method != NGX_HTTP_POST
+            || ngx_http_oip_infer_uri(&r->uri, &model, &version) != NGX_OK)
+        {
+            ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "oip: not an infer request, passed on");
+            return NGX_DECLINED;
         }
 
-        /*
-         * sent once, whichever location comes next; and set before it is
-         * sent: finalizing the request may free the pool holding ctx
-         */
+        ctx = ngx_http_oip_create_ctx(r);
+        if (ctx == NULL) {
+            return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
 
-        status = ctx->status;
-        ctx->status = NGX_DECLINED;
+        ctx->model = model;
+        ctx->version = version;
+
+        if (olcf->sig_zone == NULL) {
+            return ngx_http_oip_read_body(r, ctx);
+        }
+
+        /* the signature first: an unknown model costs no body read */
+
+        ctx->status = NGX_AGAIN;
+    }
+
+    if (ctx->status == NGX_AGAIN) {
+        rc = ngx_http_oip_signature(r, ctx);
+
+        if (rc == NGX_AGAIN) {
+            return NGX_AGAIN;
+        }
+
+        if (rc != NGX_OK) {
+            ctx->status = rc;
+
+        } else if (ctx->body_read) {
+            /* fetched again after a misfit: the body against it */
+            ctx->status = ngx_http_oip_process(r, ctx);
+
+        } else {
+            return ngx_http_oip_read_body(r, ctx);
+        }
+    }
+
+    if (ctx->status == NGX_DONE || ctx->status == NGX_DECLINED) {
+        /* still reading, or done once: an internal redirect must not
+         * convert the converted body again */
 
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "oip: request refused with %i", status);
-
-        return ngx_http_oip_send_error(r, status, &ctx->error);
+                       "oip: request handler again: %s",
+                       ctx->status == NGX_DONE ? "still reading the body"
+                                               : "body handled, passed on");
+        return ctx->status;
     }
 
-    if (r->method != NGX_HTTP_POST
-        || ngx_http_oip_infer_uri(&r->uri, &model) != NGX_OK)
-    {
-        ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "oip: not an infer request, passed on");
-        return NGX_DECLINED;
-    }
+    /*
+     * sent once, whichever location comes next; and set before it is
+     * sent: finalizing the request may free the pool holding ctx
+     */
 
-    ctx = ngx_http_oip_create_ctx(r);
-    if (ctx == NULL) {
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
+    status = ctx->status;
+    ctx->status = NGX_DECLINED;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: request refused with %i", status);
+
+    return ngx_http_oip_send_error(r, status, &ctx->error);
+}
+
+
+static ngx_int_t
+ngx_http_oip_read_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    ngx_int_t  rc;
 
     ctx->status = NGX_DONE;
-    ctx->model = model;
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: infer request for model \"%V\", reading its body",
-                   &model);
+                   &ctx->model);
 
     /* room for the part read with the headers: see ngx_http_oip_body_join() */
 
@@ -150,6 +186,16 @@ ngx_http_oip_body_handler(ngx_http_request_t *r)
     ctx = ngx_http_oip_get_ctx(r);
 
     ctx->status = ngx_http_oip_process(r, ctx);
+
+    /* a model may just have been updated: its signature once more */
+
+    if (ctx->misfit && !ctx->body_read
+        && ngx_http_oip_signature_refetch(r, ctx) == NGX_AGAIN)
+    {
+        ctx->status = NGX_AGAIN;
+    }
+
+    ctx->body_read = 1;
 
     r->write_event_handler = ngx_http_core_run_phases;
     ngx_http_core_run_phases(r);
@@ -190,9 +236,16 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     ngx_http_oip_options(r, &opt);
     ngx_http_oip_allocator(r, &alloc);
 
+    opt.signature = ctx->signature;
+    opt.model = ctx->model.data;
+    opt.model_len = ctx->model.len;
+
     if (oip_request_process(&res, &alloc, &opt, &framing, body, len) != 0) {
+        ctx->misfit = res.misfit;
         return ngx_http_oip_fail(r, ctx, res.status, res.error);
     }
+
+    ctx->misfit = 0;
 
     ngx_log_debug8(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: request valid: rewritten:%d raw:%d "
@@ -609,30 +662,6 @@ ngx_http_oip_dropped(ngx_table_elt_t *h, ngx_uint_t what)
     }
 
     return 0;
-}
-
-
-static ngx_int_t
-ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
-    ngx_uint_t status, const char *msg)
-{
-    size_t  len;
-
-    len = ngx_strlen(msg);
-
-    ctx->error.data = ngx_pnalloc(r->pool, len);
-    if (ctx->error.data == NULL) {
-        ngx_str_set(&ctx->error, "out of memory");
-        return NGX_HTTP_INTERNAL_SERVER_ERROR;
-    }
-
-    ngx_memcpy(ctx->error.data, msg, len);
-    ctx->error.len = len;
-
-    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                  "oip: model \"%V\": %V", &ctx->model, &ctx->error);
-
-    return status;
 }
 
 

@@ -243,7 +243,7 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 static ngx_int_t
 ngx_http_oip_own_error(ngx_http_request_t *r)
 {
-    ngx_str_t                 model;
+    ngx_str_t                 model, version;
     const char               *msg;
     ngx_http_oip_loc_conf_t  *olcf;
 
@@ -252,7 +252,7 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
     if (!olcf->enable || r->error_page
         || r->headers_out.status != r->err_status
         || r->method != NGX_HTTP_POST
-        || ngx_http_oip_infer_uri(&r->uri, &model) != NGX_OK)
+        || ngx_http_oip_infer_uri(&r->uri, &model, &version) != NGX_OK)
     {
         return ngx_http_next_header_filter(r);
     }

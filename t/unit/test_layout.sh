@@ -7,7 +7,9 @@
 #
 #   - the codec is nginx-free: its objects call no ngx_ function;
 #   - the glue is a tree: the request path and the response path use the
-#     module file and the codec, never each other;
+#     module file and the codec, never each other; the signature file
+#     (the model-aware edge) is the request path's, the response path
+#     never uses it, and it uses nothing of either path;
 #   - the module links exactly the libraries config gives it.
 #
 # TAP, for prove.
@@ -34,7 +36,7 @@ ok() {
 defined() { nm --defined-only -g "$1" | awk '{ print $3 }' | sort -u; }
 used() { nm -u "$1" | awk '{ print $2 }' | sort -u; }
 
-echo "1..5"
+echo "1..7"
 
 if [ ! -d "$OBJ/codec" ] || [ ! -f "$SO" ]; then
     echo "Bail out! the module is not built: ./build.sh build"
@@ -64,13 +66,27 @@ both=$(comm -12 "$tmp/resp.use" "$tmp/req.def")
 [ -z "$both" ]
 ok $? "the response path uses nothing of the request path${both:+: }$(echo $both)"
 
-# what the glue files use of each other: the module file only
+sig="$GLUE/ngx_http_oip_signature.o"
+defined "$sig" > "$tmp/sig.def"
+used "$sig" > "$tmp/sig.use"
+
+both=$(comm -12 "$tmp/resp.use" "$tmp/sig.def")
+[ -z "$both" ]
+ok $? "the response path uses nothing of the signature file${both:+: }$(echo $both)"
+
+both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/sig.use" -)
+[ -z "$both" ]
+ok $? "the signature file uses nothing of either path${both:+: }$(echo $both)"
+
+# what the glue files use of each other: the module file's helpers, and
+# for the request path the signature file's
 defined "$GLUE/ngx_http_oip_module.o" > "$tmp/mod.def"
-cat "$tmp/req.use" "$tmp/resp.use" | grep '^ngx_http_oip_' | sort -u \
-    > "$tmp/glue.use"
-stray=$(comm -23 "$tmp/glue.use" "$tmp/mod.def")
+cat "$tmp/mod.def" "$tmp/sig.def" | sort -u > "$tmp/modsig.def"
+grep '^ngx_http_oip_' "$tmp/req.use" | sort -u > "$tmp/req.glue"
+grep '^ngx_http_oip_' "$tmp/resp.use" | sort -u > "$tmp/resp.glue"
+stray="$(comm -23 "$tmp/req.glue" "$tmp/modsig.def")$(comm -23 "$tmp/resp.glue" "$tmp/mod.def")"
 [ -z "$stray" ]
-ok $? "both paths use only the module file's helpers${stray:+: }$(echo $stray)"
+ok $? "the paths use only the module file's helpers (and the request path the signature file's)${stray:+: }$(echo $stray)"
 
 # NEEDED entries, but libc: the libraries of config, each -lX a libX.so.N
 libs=$(. "$ROOT/ngx_oip_module/codec/sources"; echo $oip_codec_libs)

@@ -1,0 +1,1451 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * The model-aware edge: each infer request's model signature, before its
+ * body is read.  Signatures live in a shared-memory zone for all workers
+ * (oip_signature_zone: an rbtree and an LRU queue, limit_req's way) and
+ * are fetched with a subrequest to the oip_signatures location
+ * (auth_request's way), its answer read in memory and by the codec.
+ *
+ * In a worker, one fetch per key is in flight: requests for a model
+ * being fetched wait for that fetch (parked, woken by a posted event)
+ * instead of fetching too.  A signature older than valid= is used while
+ * one background subrequest refreshes it.  "Model not found" is kept
+ * for invalid=.
+ */
+
+
+#include "ngx_http_oip_module.h"
+
+
+/* fetches in flight in one worker: beyond, the failure policy */
+#define NGX_HTTP_OIP_SIG_FETCHES   64
+
+/* a key refetched after a misfit, or refreshed, at most this often */
+#define NGX_HTTP_OIP_SIG_AGAIN     1000
+
+/* a model's metadata: what a signature's JSON may take, at most */
+#define NGX_HTTP_OIP_SIG_MAX       (1024 * 1024)
+
+
+typedef enum {
+    NGX_HTTP_OIP_SIG_START = 0,
+    NGX_HTTP_OIP_SIG_FETCHING,       /* its own subrequest in flight */
+    NGX_HTTP_OIP_SIG_WAITING,        /* parked on another's fetch */
+    NGX_HTTP_OIP_SIG_DONE
+} ngx_http_oip_sig_state_e;
+
+
+typedef enum {
+    NGX_HTTP_OIP_SIG_FOUND = 0,
+    NGX_HTTP_OIP_SIG_NOT_FOUND,
+    NGX_HTTP_OIP_SIG_FAILED,
+    NGX_HTTP_OIP_SIG_RETRY           /* the fetch's owner went away */
+} ngx_http_oip_sig_outcome_e;
+
+
+typedef struct {
+    ngx_rbtree_node_t          node;      /* key: crc32 of key */
+    ngx_queue_t                queue;     /* LRU, the newest first */
+    ngx_msec_t                 fetched;
+    ngx_msec_t                 refresh;   /* a refresh began, or 0 */
+    ngx_msec_t                 refetch;   /* the last refetch for a misfit */
+    u_char                    *sig;       /* NULL: the model is not found */
+    uint32_t                   sig_len;
+    u_short                    len;
+    u_char                     key[1];
+} ngx_http_oip_sig_node_t;
+
+
+typedef struct {
+    ngx_rbtree_t               rbtree;
+    ngx_rbtree_node_t          sentinel;
+    ngx_queue_t                queue;
+} ngx_http_oip_sig_shctx_t;
+
+
+typedef struct {
+    ngx_http_oip_sig_shctx_t  *sh;
+    ngx_slab_pool_t           *shpool;
+    ngx_msec_t                 valid;
+    ngx_msec_t                 invalid;
+} ngx_http_oip_sig_zone_t;
+
+
+/* a fetch in flight in this worker, and the requests waiting for it */
+
+typedef struct {
+    ngx_queue_t                queue;
+    uint32_t                   hash;
+    ngx_str_t                  key;       /* allocated with it */
+    ngx_http_oip_sig_t        *owner;
+    ngx_queue_t                waiters;
+} ngx_http_oip_fetch_t;
+
+
+struct ngx_http_oip_sig_s {
+    ngx_http_request_t        *r;
+    ngx_http_oip_ctx_t        *ctx;
+    ngx_str_t                  key;       /* URI, model, version */
+    uint32_t                   hash;
+
+    ngx_http_oip_sig_state_e   state;
+    ngx_http_oip_sig_outcome_e outcome;
+    ngx_uint_t                 status;    /* of a failure: 502 or 503 */
+    ngx_str_t                  why;       /* of a failure */
+    oip_signature_t           *signature;
+
+    ngx_http_oip_fetch_t      *fetch;     /* owned, or waited for */
+    ngx_queue_t                queue;     /* in fetch->waiters */
+    ngx_event_t                wake;
+
+    unsigned                   done:1;    /* the outcome is known */
+    unsigned                   background:1;
+    unsigned                   refetch:1; /* after a misfit */
+    unsigned                   cleanup:1; /* the pool cleanup is set */
+};
+
+
+static ngx_int_t ngx_http_oip_sig_init_zone(ngx_shm_zone_t *shm_zone,
+    void *data);
+static void ngx_http_oip_sig_insert(ngx_rbtree_node_t *temp,
+    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
+static ngx_http_oip_sig_t *ngx_http_oip_sig_create(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_sig_lookup(ngx_http_request_t *r,
+    ngx_http_oip_sig_t *s, ngx_uint_t *refresh);
+static ngx_http_oip_sig_node_t *ngx_http_oip_sig_find(
+    ngx_http_oip_sig_zone_t *z, ngx_str_t *key, uint32_t hash);
+static void ngx_http_oip_sig_store(ngx_http_oip_sig_zone_t *z,
+    ngx_http_oip_sig_t *s, ngx_log_t *log);
+static ngx_int_t ngx_http_oip_sig_join(ngx_http_request_t *r,
+    ngx_http_oip_sig_t *s);
+static ngx_int_t ngx_http_oip_sig_request(ngx_http_request_t *r,
+    ngx_http_oip_sig_t *s, ngx_uint_t flags);
+static ngx_int_t ngx_http_oip_sig_fetched(ngx_http_request_t *sr, void *data,
+    ngx_int_t rc);
+static void ngx_http_oip_sig_outcome(ngx_http_request_t *sr,
+    ngx_http_oip_sig_t *s, ngx_int_t rc);
+static ngx_uint_t ngx_http_oip_sig_unknown(u_char *p, size_t len);
+static void ngx_http_oip_sig_finish(ngx_http_oip_sig_t *s);
+static void ngx_http_oip_sig_give(ngx_http_oip_sig_t *from,
+    ngx_http_oip_sig_t *to);
+static void ngx_http_oip_sig_wake(ngx_event_t *ev);
+static void ngx_http_oip_sig_cleanup(void *data);
+static ngx_int_t ngx_http_oip_sig_result(ngx_http_request_t *r,
+    ngx_http_oip_sig_t *s);
+static void ngx_http_oip_sig_failed(ngx_http_oip_sig_t *s,
+    ngx_uint_t status, const char *fmt, ...);
+
+
+/* fetches in flight in this worker; initialized on first use */
+static ngx_queue_t  ngx_http_oip_fetches;
+static ngx_uint_t   ngx_http_oip_nfetches;
+
+
+/* oip_signature_zone zone=NAME:SIZE [valid=TIME] [invalid=TIME] */
+
+char *
+ngx_http_oip_signature_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    u_char                   *p;
+    ssize_t                   size;
+    ngx_str_t                *value, name, s;
+    ngx_msec_t                valid, invalid;
+    ngx_uint_t                i;
+    ngx_shm_zone_t           *shm_zone;
+    ngx_http_oip_sig_zone_t  *z;
+
+    value = cf->args->elts;
+
+    size = 0;
+    name.len = 0;
+    valid = 60000;
+    invalid = 5000;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "zone=", 5) == 0) {
+
+            name.data = value[i].data + 5;
+
+            p = (u_char *) ngx_strchr(name.data, ':');
+
+            if (p == NULL) {
+                return "takes zone=NAME:SIZE";
+            }
+
+            name.len = p - name.data;
+
+            s.data = p + 1;
+            s.len = value[i].data + value[i].len - s.data;
+
+            size = ngx_parse_size(&s);
+
+            if (size == NGX_ERROR || name.len == 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid zone \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            if (size < (ssize_t) (8 * ngx_pagesize)) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "zone \"%V\" is too small", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "valid=", 6) == 0
+            || ngx_strncmp(value[i].data, "invalid=", 8) == 0)
+        {
+            p = (u_char *) ngx_strchr(value[i].data, '=') + 1;
+
+            s.data = p;
+            s.len = value[i].data + value[i].len - p;
+
+            if (value[i].data[0] == 'v') {
+                valid = ngx_parse_time(&s, 0);
+
+            } else {
+                invalid = ngx_parse_time(&s, 0);
+            }
+
+            if (valid == (ngx_msec_t) NGX_ERROR
+                || invalid == (ngx_msec_t) NGX_ERROR)
+            {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid time \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (name.len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\" must have \"zone\" parameter",
+                           &cmd->name);
+        return NGX_CONF_ERROR;
+    }
+
+    z = ngx_pcalloc(cf->pool, sizeof(ngx_http_oip_sig_zone_t));
+    if (z == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    z->valid = valid;
+    z->invalid = invalid;
+
+    shm_zone = ngx_shared_memory_add(cf, &name, size, &ngx_http_oip_module);
+    if (shm_zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (shm_zone->data) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "%V \"%V\" is already declared",
+                           &cmd->name, &name);
+        return NGX_CONF_ERROR;
+    }
+
+    shm_zone->init = ngx_http_oip_sig_init_zone;
+    shm_zone->data = z;
+
+    return NGX_CONF_OK;
+}
+
+
+/* a reload keeps the signatures: the old zone's are taken over */
+
+static ngx_int_t
+ngx_http_oip_sig_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+{
+    ngx_http_oip_sig_zone_t  *oz = data;
+
+    size_t                    len;
+    ngx_http_oip_sig_zone_t  *z;
+
+    z = shm_zone->data;
+
+    if (oz) {
+        z->sh = oz->sh;
+        z->shpool = oz->shpool;
+        return NGX_OK;
+    }
+
+    z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (shm_zone->shm.exists) {
+        z->sh = z->shpool->data;
+        return NGX_OK;
+    }
+
+    z->sh = ngx_slab_alloc(z->shpool, sizeof(ngx_http_oip_sig_shctx_t));
+    if (z->sh == NULL) {
+        return NGX_ERROR;
+    }
+
+    z->shpool->data = z->sh;
+
+    ngx_rbtree_init(&z->sh->rbtree, &z->sh->sentinel,
+                    ngx_http_oip_sig_insert);
+    ngx_queue_init(&z->sh->queue);
+
+    len = sizeof(" in oip_signature_zone \"\"") + shm_zone->shm.name.len;
+
+    z->shpool->log_ctx = ngx_slab_alloc(z->shpool, len);
+    if (z->shpool->log_ctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_sprintf(z->shpool->log_ctx, " in oip_signature_zone \"%V\"%Z",
+                &shm_zone->shm.name);
+
+    /* a full zone evicts: not worth a log line each time */
+    z->shpool->log_nomem = 0;
+
+    return NGX_OK;
+}
+
+
+/* by hash, then by key: equal hashes stay ordered for the lookup */
+
+static void
+ngx_http_oip_sig_insert(ngx_rbtree_node_t *temp, ngx_rbtree_node_t *node,
+    ngx_rbtree_node_t *sentinel)
+{
+    ngx_rbtree_node_t        **p;
+    ngx_http_oip_sig_node_t   *n, *t;
+
+    for ( ;; ) {
+
+        if (node->key < temp->key) {
+            p = &temp->left;
+
+        } else if (node->key > temp->key) {
+            p = &temp->right;
+
+        } else {
+            n = (ngx_http_oip_sig_node_t *) node;
+            t = (ngx_http_oip_sig_node_t *) temp;
+
+            p = (ngx_memn2cmp(n->key, t->key, n->len, t->len) < 0)
+                ? &temp->left : &temp->right;
+        }
+
+        if (*p == sentinel) {
+            break;
+        }
+
+        temp = *p;
+    }
+
+    *p = node;
+    node->parent = temp;
+    node->left = sentinel;
+    node->right = sentinel;
+    ngx_rbt_red(node);
+}
+
+
+/* oip_signatures URI zone=NAME | off */
+
+char *
+ngx_http_oip_signatures(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_oip_loc_conf_t *olcf = conf;
+
+    ngx_str_t  *value, name;
+
+    if (olcf->sig_zone != NGX_CONF_UNSET_PTR) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (cf->args->nelts == 2) {
+        if (ngx_strcmp(value[1].data, "off") != 0) {
+            return "takes URI zone=NAME, or off";
+        }
+
+        olcf->sig_zone = NULL;
+        return NGX_CONF_OK;
+    }
+
+    if (value[1].len < 2 || value[1].data[0] != '/'
+        || value[1].data[value[1].len - 1] == '/')
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\": the URI starts with \"/\" and does not "
+                           "end with one (\"/v2/models/M\" is appended)",
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_strncmp(value[2].data, "zone=", 5) != 0 || value[2].len == 5) {
+        return "takes URI zone=NAME, or off";
+    }
+
+    name.data = value[2].data + 5;
+    name.len = value[2].len - 5;
+
+    olcf->sig_uri = value[1];
+
+    /* declared by oip_signature_zone, before or after */
+    olcf->sig_zone = ngx_shared_memory_add(cf, &name, 0,
+                                           &ngx_http_oip_module);
+    if (olcf->sig_zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* oip_signature_optional [MODEL:]INPUT ... */
+
+char *
+ngx_http_oip_signature_optional(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_oip_loc_conf_t *olcf = conf;
+
+    u_char          *colon;
+    ngx_str_t       *value;
+    ngx_uint_t       i;
+    oip_optional_t  *o;
+
+    if (olcf->sig_optional != NGX_CONF_UNSET_PTR) {
+        return "is duplicate";
+    }
+
+    olcf->sig_optional = ngx_array_create(cf->pool, cf->args->nelts - 1,
+                                          sizeof(oip_optional_t));
+    if (olcf->sig_optional == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    value = cf->args->elts;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+
+        o = ngx_array_push(olcf->sig_optional);
+        if (o == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        ngx_memzero(o, sizeof(oip_optional_t));
+
+        /* the first colon: model names rarely hold one, inputs may */
+
+        colon = ngx_strlchr(value[i].data, value[i].data + value[i].len, ':');
+
+        if (colon) {
+            o->model = value[i].data;
+            o->model_len = colon - value[i].data;
+            o->input = colon + 1;
+            o->input_len = value[i].data + value[i].len - (colon + 1);
+
+        } else {
+            o->input = value[i].data;
+            o->input_len = value[i].len;
+        }
+
+        if (o->input_len == 0 || (colon && o->model_len == 0)) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\" is not [MODEL:]INPUT", &value[i]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * The request's signature.  Returns NGX_OK with ctx->signature set, or
+ * NULL when there is none to check against (failing open, or a model
+ * declaring no inputs); NGX_AGAIN while it is fetched or waited for; or
+ * the status to refuse the request with, ctx->error set.
+ */
+
+ngx_int_t
+ngx_http_oip_signature(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    ngx_int_t            rc;
+    ngx_uint_t           refresh;
+    ngx_http_oip_sig_t  *s, *bg;
+
+    s = ctx->sig;
+
+    if (s == NULL) {
+        s = ngx_http_oip_sig_create(r, ctx);
+        if (s == NULL) {
+            return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                     "out of memory");
+        }
+    }
+
+    for ( ;; ) {
+
+        switch (s->state) {
+
+        case NGX_HTTP_OIP_SIG_START:
+            refresh = 0;
+            rc = ngx_http_oip_sig_lookup(r, s, &refresh);
+
+            if (rc == NGX_OK || rc == NGX_HTTP_NOT_FOUND) {
+                if (refresh) {
+                    /* stale: used while one subrequest refreshes it */
+                    bg = ngx_http_oip_sig_create(r, ctx);
+
+                    if (bg) {
+                        bg->background = 1;
+
+                        ngx_log_debug1(NGX_LOG_DEBUG_HTTP,
+                                       r->connection->log, 0,
+                                       "oip: signature \"%V\" stale, "
+                                       "refreshing it", &s->key);
+
+                        (void) ngx_http_oip_sig_request(r, bg,
+                                               NGX_HTTP_SUBREQUEST_BACKGROUND);
+                    }
+                }
+
+                s->state = NGX_HTTP_OIP_SIG_DONE;
+                s->done = 1;
+                s->outcome = (rc == NGX_OK) ? NGX_HTTP_OIP_SIG_FOUND
+                                            : NGX_HTTP_OIP_SIG_NOT_FOUND;
+
+                return ngx_http_oip_sig_result(r, s);
+            }
+
+            if (rc == NGX_ERROR) {
+                return ngx_http_oip_fail(r, ctx,
+                                         NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                         "out of memory");
+            }
+
+            /* a miss */
+
+            rc = ngx_http_oip_sig_join(r, s);
+
+            if (rc == NGX_AGAIN) {
+                return NGX_AGAIN;
+            }
+
+            /* too many fetches, or none could start */
+
+            s->state = NGX_HTTP_OIP_SIG_DONE;
+
+            return ngx_http_oip_sig_result(r, s);
+
+        case NGX_HTTP_OIP_SIG_FETCHING:
+        case NGX_HTTP_OIP_SIG_WAITING:
+
+            if (!s->done) {
+                return NGX_AGAIN;
+            }
+
+            if (s->outcome == NGX_HTTP_OIP_SIG_RETRY) {
+                /* the fetch's owner went away: again, maybe as owner */
+                ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                               "oip: signature \"%V\": its fetch was "
+                               "abandoned, trying again", &s->key);
+
+                s->state = NGX_HTTP_OIP_SIG_START;
+                s->done = 0;
+                continue;
+            }
+
+            s->state = NGX_HTTP_OIP_SIG_DONE;
+
+            return ngx_http_oip_sig_result(r, s);
+
+        default: /* NGX_HTTP_OIP_SIG_DONE */
+            return ngx_http_oip_sig_result(r, s);
+        }
+    }
+}
+
+
+/*
+ * After a misfit: the model may just have been updated.  One refetch a
+ * request, and one a second for a key, so that a client sending wrong
+ * requests does not hammer the metadata.  NGX_AGAIN when it started.
+ */
+
+ngx_int_t
+ngx_http_oip_signature_refetch(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx)
+{
+    ngx_msec_int_t            age;
+    ngx_http_oip_sig_t       *s;
+    ngx_http_oip_sig_zone_t  *z;
+    ngx_http_oip_sig_node_t  *node;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    s = ctx->sig;
+
+    if (s == NULL || s->refetch || ctx->signature == NULL) {
+        return NGX_DECLINED;
+    }
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+    z = olcf->sig_zone->data;
+
+    ngx_shmtx_lock(&z->shpool->mutex);
+
+    node = ngx_http_oip_sig_find(z, &s->key, s->hash);
+
+    if (node) {
+        age = (ngx_msec_int_t) (ngx_current_msec - node->fetched);
+
+        if (age < NGX_HTTP_OIP_SIG_AGAIN
+            || (ngx_msec_int_t) (ngx_current_msec - node->refetch)
+               < NGX_HTTP_OIP_SIG_AGAIN)
+        {
+            node = NULL;
+
+        } else {
+            node->refetch = ngx_current_msec;
+        }
+    }
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+
+    if (node == NULL) {
+        return NGX_DECLINED;
+    }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: signature \"%V\" refetched after a misfit",
+                   &s->key);
+
+    s->refetch = 1;
+    s->state = NGX_HTTP_OIP_SIG_START;
+    s->done = 0;
+    s->signature = NULL;
+
+    if (ngx_http_oip_sig_join(r, s) == NGX_AGAIN) {
+        return NGX_AGAIN;
+    }
+
+    /* it could not start: the refusal stands */
+
+    s->state = NGX_HTTP_OIP_SIG_DONE;
+
+    return NGX_DECLINED;
+}
+
+
+static ngx_http_oip_sig_t *
+ngx_http_oip_sig_create(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    u_char                   *p;
+    ngx_http_oip_sig_t       *s;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    s = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_sig_t));
+    if (s == NULL) {
+        return NULL;
+    }
+
+    /* the key: URI, model, version; none of them holds a NUL */
+
+    s->key.len = olcf->sig_uri.len + 1 + ctx->model.len + 1
+                 + ctx->version.len;
+
+    p = ngx_pnalloc(r->pool, s->key.len);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    s->key.data = p;
+    p = ngx_cpymem(p, olcf->sig_uri.data, olcf->sig_uri.len);
+    *p++ = '\0';
+    p = ngx_cpymem(p, ctx->model.data, ctx->model.len);
+    *p++ = '\0';
+    ngx_memcpy(p, ctx->version.data, ctx->version.len);
+
+    s->hash = ngx_crc32_short(s->key.data, s->key.len);
+    s->r = r;
+    s->ctx = ctx;
+
+    if (ctx->sig == NULL) {
+        ctx->sig = s;
+    }
+
+    return s;
+}
+
+
+/*
+ * The zone's entry: NGX_OK with s->signature a copy in the request's
+ * pool, NGX_HTTP_NOT_FOUND for a model known not to be there,
+ * NGX_DECLINED for a miss.  *refresh: this request refreshes it.
+ */
+
+static ngx_int_t
+ngx_http_oip_sig_lookup(ngx_http_request_t *r, ngx_http_oip_sig_t *s,
+    ngx_uint_t *refresh)
+{
+    ngx_int_t                 rc;
+    ngx_msec_t                now;
+    ngx_msec_int_t            age;
+    ngx_http_oip_sig_zone_t  *z;
+    ngx_http_oip_sig_node_t  *node;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+    z = olcf->sig_zone->data;
+    now = ngx_current_msec;
+
+    ngx_shmtx_lock(&z->shpool->mutex);
+
+    node = ngx_http_oip_sig_find(z, &s->key, s->hash);
+
+    if (node == NULL) {
+        rc = NGX_DECLINED;
+        goto done;
+    }
+
+    age = (ngx_msec_int_t) (now - node->fetched);
+
+    if (node->sig == NULL) {
+        /* not found: for invalid=, then asked again */
+        rc = (age < (ngx_msec_int_t) z->invalid) ? NGX_HTTP_NOT_FOUND
+                                                  : NGX_DECLINED;
+        goto done;
+    }
+
+    s->signature = ngx_palloc(r->pool, node->sig_len);
+    if (s->signature == NULL) {
+        rc = NGX_ERROR;
+        goto done;
+    }
+
+    ngx_memcpy(s->signature, node->sig, node->sig_len);
+
+    if (age >= (ngx_msec_int_t) z->valid
+        && (node->refresh == 0
+            || (ngx_msec_int_t) (now - node->refresh)
+               >= (ngx_msec_int_t) ngx_max(z->invalid,
+                                           NGX_HTTP_OIP_SIG_AGAIN)))
+    {
+        node->refresh = now;
+        *refresh = 1;
+    }
+
+    ngx_queue_remove(&node->queue);
+    ngx_queue_insert_head(&z->sh->queue, &node->queue);
+
+    rc = NGX_OK;
+
+done:
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: signature \"%V\" in the zone: %s", &s->key,
+                   rc == NGX_OK ? "found"
+                   : rc == NGX_HTTP_NOT_FOUND ? "the model is not found"
+                   : rc == NGX_DECLINED ? "missing" : "error");
+
+    return rc;
+}
+
+
+static ngx_http_oip_sig_node_t *
+ngx_http_oip_sig_find(ngx_http_oip_sig_zone_t *z, ngx_str_t *key,
+    uint32_t hash)
+{
+    ngx_int_t                 rc;
+    ngx_rbtree_node_t        *node, *sentinel;
+    ngx_http_oip_sig_node_t  *sn;
+
+    node = z->sh->rbtree.root;
+    sentinel = z->sh->rbtree.sentinel;
+
+    while (node != sentinel) {
+
+        if (hash < node->key) {
+            node = node->left;
+            continue;
+        }
+
+        if (hash > node->key) {
+            node = node->right;
+            continue;
+        }
+
+        sn = (ngx_http_oip_sig_node_t *) node;
+
+        rc = ngx_memn2cmp(key->data, sn->key, key->len, (size_t) sn->len);
+
+        if (rc == 0) {
+            return sn;
+        }
+
+        node = (rc < 0) ? node->left : node->right;
+    }
+
+    return NULL;
+}
+
+
+/*
+ * The outcome of a fetch into the zone: a signature or "not found".  A
+ * full zone gives up its least recently used entries; a signature
+ * larger than the zone is not kept (the request still has its own).
+ */
+
+static void
+ngx_http_oip_sig_store(ngx_http_oip_sig_zone_t *z, ngx_http_oip_sig_t *s,
+    ngx_log_t *log)
+{
+    size_t                    n;
+    u_char                   *sig;
+    uint32_t                  len;
+    ngx_queue_t              *q;
+    ngx_http_oip_sig_node_t  *node, *old;
+
+    if (s->key.len > 65535) {
+        return;
+    }
+
+    len = (s->outcome == NGX_HTTP_OIP_SIG_FOUND) ? s->signature->size : 0;
+
+    ngx_shmtx_lock(&z->shpool->mutex);
+
+    node = ngx_http_oip_sig_find(z, &s->key, s->hash);
+
+    if (node) {
+        ngx_queue_remove(&node->queue);
+
+        if (node->sig) {
+            ngx_slab_free_locked(z->shpool, node->sig);
+            node->sig = NULL;
+        }
+
+    } else {
+        n = offsetof(ngx_http_oip_sig_node_t, key) + s->key.len;
+
+        for ( ;; ) {
+            node = ngx_slab_alloc_locked(z->shpool, n);
+
+            if (node || ngx_queue_empty(&z->sh->queue)) {
+                break;
+            }
+
+            q = ngx_queue_last(&z->sh->queue);
+            old = ngx_queue_data(q, ngx_http_oip_sig_node_t, queue);
+
+            ngx_queue_remove(q);
+            ngx_rbtree_delete(&z->sh->rbtree, &old->node);
+
+            if (old->sig) {
+                ngx_slab_free_locked(z->shpool, old->sig);
+            }
+
+            ngx_slab_free_locked(z->shpool, old);
+        }
+
+        if (node == NULL) {
+            goto full;
+        }
+
+        node->node.key = s->hash;
+        node->len = (u_short) s->key.len;
+        node->sig = NULL;
+        ngx_memcpy(node->key, s->key.data, s->key.len);
+
+        ngx_rbtree_insert(&z->sh->rbtree, &node->node);
+    }
+
+    node->fetched = ngx_current_msec;
+    node->refresh = 0;
+    node->refetch = 0;
+    node->sig_len = 0;
+
+    /* the entry itself is newest: kept while its signature is made room */
+
+    ngx_queue_insert_head(&z->sh->queue, &node->queue);
+
+    if (len) {
+        for ( ;; ) {
+            sig = ngx_slab_alloc_locked(z->shpool, len);
+
+            if (sig || ngx_queue_last(&z->sh->queue) == &node->queue) {
+                break;
+            }
+
+            q = ngx_queue_last(&z->sh->queue);
+            old = ngx_queue_data(q, ngx_http_oip_sig_node_t, queue);
+
+            ngx_queue_remove(q);
+            ngx_rbtree_delete(&z->sh->rbtree, &old->node);
+
+            if (old->sig) {
+                ngx_slab_free_locked(z->shpool, old->sig);
+            }
+
+            ngx_slab_free_locked(z->shpool, old);
+        }
+
+        if (sig == NULL) {
+            ngx_queue_remove(&node->queue);
+            ngx_rbtree_delete(&z->sh->rbtree, &node->node);
+            ngx_slab_free_locked(z->shpool, node);
+            goto full;
+        }
+
+        ngx_memcpy(sig, s->signature, len);
+        node->sig = sig;
+        node->sig_len = len;
+    }
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+
+    return;
+
+full:
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+
+    ngx_log_error(NGX_LOG_WARN, log, 0,
+                  "oip: the signature of \"%V\" (%uD bytes) does not fit "
+                  "in its oip_signature_zone: not kept", &s->ctx->model,
+                  len);
+}
+
+
+/*
+ * A miss: wait for this worker's fetch of the key, or fetch it.
+ * NGX_AGAIN, or NGX_DECLINED with the failure set.
+ */
+
+static ngx_int_t
+ngx_http_oip_sig_join(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
+{
+    ngx_queue_t           *q;
+    ngx_pool_cleanup_t    *cln;
+    ngx_http_oip_fetch_t  *f;
+
+    if (ngx_http_oip_fetches.next == NULL) {
+        ngx_queue_init(&ngx_http_oip_fetches);
+    }
+
+    if (!s->cleanup) {
+        cln = ngx_pool_cleanup_add(r->pool, 0);
+        if (cln == NULL) {
+            ngx_http_oip_sig_failed(s, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                    "out of memory");
+            return NGX_DECLINED;
+        }
+
+        cln->handler = ngx_http_oip_sig_cleanup;
+        cln->data = s;
+        s->cleanup = 1;
+    }
+
+    for (q = ngx_queue_head(&ngx_http_oip_fetches);
+         q != ngx_queue_sentinel(&ngx_http_oip_fetches);
+         q = ngx_queue_next(q))
+    {
+        f = ngx_queue_data(q, ngx_http_oip_fetch_t, queue);
+
+        if (f->hash == s->hash && f->key.len == s->key.len
+            && ngx_memcmp(f->key.data, s->key.data, s->key.len) == 0)
+        {
+            ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "oip: signature \"%V\": waiting for the fetch "
+                           "in flight", &s->key);
+
+            s->fetch = f;
+            s->state = NGX_HTTP_OIP_SIG_WAITING;
+            ngx_queue_insert_tail(&f->waiters, &s->queue);
+
+            s->wake.handler = ngx_http_oip_sig_wake;
+            s->wake.data = s;
+            s->wake.log = r->connection->log;
+
+            /* a client gone while it waits is noticed, as limit_req does */
+            r->read_event_handler = ngx_http_test_reading;
+
+            return NGX_AGAIN;
+        }
+    }
+
+    if (ngx_http_oip_nfetches >= NGX_HTTP_OIP_SIG_FETCHES) {
+        ngx_http_oip_sig_failed(s, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                "%d signatures are being fetched already",
+                                NGX_HTTP_OIP_SIG_FETCHES);
+        return NGX_DECLINED;
+    }
+
+    f = ngx_alloc(sizeof(ngx_http_oip_fetch_t) + s->key.len,
+                  r->connection->log);
+    if (f == NULL) {
+        ngx_http_oip_sig_failed(s, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                "out of memory");
+        return NGX_DECLINED;
+    }
+
+    f->hash = s->hash;
+    f->key.data = (u_char *) (f + 1);
+    f->key.len = s->key.len;
+    ngx_memcpy(f->key.data, s->key.data, s->key.len);
+    f->owner = s;
+    ngx_queue_init(&f->waiters);
+
+    s->fetch = f;
+    s->state = NGX_HTTP_OIP_SIG_FETCHING;
+
+    if (ngx_http_oip_sig_request(r, s, NGX_HTTP_SUBREQUEST_WAITED)
+        != NGX_OK)
+    {
+        ngx_free(f);
+        s->fetch = NULL;
+        ngx_http_oip_sig_failed(s, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                "the metadata subrequest could not start");
+        return NGX_DECLINED;
+    }
+
+    ngx_queue_insert_tail(&ngx_http_oip_fetches, &f->queue);
+    ngx_http_oip_nfetches++;
+
+    r->read_event_handler = ngx_http_test_reading;
+
+    return NGX_AGAIN;
+}
+
+
+/* GET URI/v2/models/M[/versions/V], its answer kept in memory */
+
+static ngx_int_t
+ngx_http_oip_sig_request(ngx_http_request_t *r, ngx_http_oip_sig_t *s,
+    ngx_uint_t flags)
+{
+    u_char                       *p;
+    ngx_str_t                     uri;
+    ngx_http_request_t           *sr;
+    ngx_http_oip_loc_conf_t      *olcf;
+    ngx_http_post_subrequest_t   *ps;
+
+    static const ngx_str_t  models = ngx_string("/v2/models/");
+    static const ngx_str_t  versions = ngx_string("/versions/");
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    uri.len = olcf->sig_uri.len + models.len + s->ctx->model.len
+              + (s->ctx->version.len ? versions.len + s->ctx->version.len
+                                     : 0);
+
+    uri.data = ngx_pnalloc(r->pool, uri.len);
+    if (uri.data == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_cpymem(uri.data, olcf->sig_uri.data, olcf->sig_uri.len);
+    p = ngx_cpymem(p, models.data, models.len);
+    p = ngx_cpymem(p, s->ctx->model.data, s->ctx->model.len);
+
+    if (s->ctx->version.len) {
+        p = ngx_cpymem(p, versions.data, versions.len);
+        ngx_memcpy(p, s->ctx->version.data, s->ctx->version.len);
+    }
+
+    ps = ngx_palloc(r->pool, sizeof(ngx_http_post_subrequest_t));
+    if (ps == NULL) {
+        return NGX_ERROR;
+    }
+
+    ps->handler = ngx_http_oip_sig_fetched;
+    ps->data = s;
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: fetching the signature: \"%V\"%s", &uri,
+                   (flags & NGX_HTTP_SUBREQUEST_BACKGROUND)
+                   ? " in the background" : "");
+
+    if (ngx_http_subrequest(r, &uri, NULL, &sr, ps,
+                            flags | NGX_HTTP_SUBREQUEST_IN_MEMORY)
+        != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* the subrequest is done: what it says goes to the zone and the waiters */
+
+static ngx_int_t
+ngx_http_oip_sig_fetched(ngx_http_request_t *sr, void *data, ngx_int_t rc)
+{
+    ngx_http_oip_sig_t  *s = data;
+
+    ngx_http_oip_sig_zone_t  *z;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    if (s->done) {
+        return rc;
+    }
+
+    ngx_http_oip_sig_outcome(sr, s, rc);
+
+    s->done = 1;
+
+    if (s->outcome != NGX_HTTP_OIP_SIG_FAILED) {
+        olcf = ngx_http_get_module_loc_conf(s->r, ngx_http_oip_module);
+        z = olcf->sig_zone->data;
+
+        ngx_http_oip_sig_store(z, s, sr->connection->log);
+    }
+
+    if (!s->background) {
+        ngx_http_oip_sig_finish(s);
+    }
+
+    return rc;
+}
+
+
+/* what the metadata location answered, read */
+
+static void
+ngx_http_oip_sig_outcome(ngx_http_request_t *sr, ngx_http_oip_sig_t *s,
+    ngx_int_t rc)
+{
+    size_t           len;
+    u_char          *body;
+    ngx_uint_t       status;
+    oip_alloc_t      alloc;
+    oip_result_t     res;
+    oip_signature_t *sig;
+
+    status = sr->headers_out.status;
+    body = NULL;
+    len = 0;
+
+    if (sr->out && sr->out->buf) {
+        body = sr->out->buf->pos;
+        len = sr->out->buf->last - sr->out->buf->pos;
+    }
+
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, sr->connection->log, 0,
+                   "oip: signature \"%V\" answered: rc %i, status %ui, "
+                   "%uz bytes", &s->key, rc, status, len);
+
+    if (rc == NGX_ERROR || sr->connection->error) {
+        ngx_http_oip_sig_failed(s, NGX_HTTP_BAD_GATEWAY, "the metadata "
+                                "could not be read (too large?)");
+        return;
+    }
+
+    if (status == NGX_HTTP_NOT_FOUND
+        || (status == NGX_HTTP_BAD_REQUEST
+            && ngx_http_oip_sig_unknown(body, len)))
+    {
+        s->outcome = NGX_HTTP_OIP_SIG_NOT_FOUND;
+        return;
+    }
+
+    if (status == NGX_HTTP_BAD_GATEWAY
+        || status == NGX_HTTP_SERVICE_UNAVAILABLE
+        || status == NGX_HTTP_GATEWAY_TIME_OUT)
+    {
+        ngx_http_oip_sig_failed(s, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                "the metadata location answered %ui",
+                                status);
+        return;
+    }
+
+    if (status != NGX_HTTP_OK) {
+        ngx_http_oip_sig_failed(s, NGX_HTTP_BAD_GATEWAY,
+                                "the metadata location answered %ui",
+                                status);
+        return;
+    }
+
+    if (len > NGX_HTTP_OIP_SIG_MAX) {
+        ngx_http_oip_sig_failed(s, NGX_HTTP_BAD_GATEWAY, "the metadata is "
+                                "over %d bytes", NGX_HTTP_OIP_SIG_MAX);
+        return;
+    }
+
+    ngx_http_oip_allocator(s->r, &alloc);
+
+    if (oip_signature_parse(&res, &alloc, body ? body : (u_char *) "", len,
+                            &sig)
+        != 0)
+    {
+        ngx_http_oip_sig_failed(s, res.status == 500
+                                   ? NGX_HTTP_INTERNAL_SERVER_ERROR
+                                   : NGX_HTTP_BAD_GATEWAY,
+                                "%s", res.error);
+        return;
+    }
+
+    s->outcome = NGX_HTTP_OIP_SIG_FOUND;
+    s->signature = sig;
+}
+
+
+/*
+ * Triton says "unknown model" with a 400: "Request for unknown model:
+ * 'm' is not found", "... has no available versions".
+ */
+
+static ngx_uint_t
+ngx_http_oip_sig_unknown(u_char *p, size_t len)
+{
+    static u_char  unknown[] = "unknown model";
+    static u_char  versions[] = "no available versions";
+
+    if (p == NULL) {
+        return 0;
+    }
+
+    return ngx_strlcasestrn(p, p + len, unknown, sizeof(unknown) - 2) != NULL
+           || ngx_strlcasestrn(p, p + len, versions, sizeof(versions) - 2)
+              != NULL;
+}
+
+
+/* a fetch's outcome to every request waiting for it; the fetch ends */
+
+static void
+ngx_http_oip_sig_finish(ngx_http_oip_sig_t *s)
+{
+    ngx_queue_t           *q;
+    ngx_http_oip_sig_t    *w;
+    ngx_http_oip_fetch_t  *f;
+
+    f = s->fetch;
+
+    if (f == NULL || f->owner != s) {
+        return;
+    }
+
+    while (!ngx_queue_empty(&f->waiters)) {
+        q = ngx_queue_head(&f->waiters);
+        ngx_queue_remove(q);
+
+        w = ngx_queue_data(q, ngx_http_oip_sig_t, queue);
+
+        ngx_http_oip_sig_give(s, w);
+    }
+
+    ngx_queue_remove(&f->queue);
+    ngx_http_oip_nfetches--;
+    ngx_free(f);
+
+    s->fetch = NULL;
+}
+
+
+/* the outcome, copied into the waiter's own pool, and the waiter woken */
+
+static void
+ngx_http_oip_sig_give(ngx_http_oip_sig_t *from, ngx_http_oip_sig_t *to)
+{
+    to->fetch = NULL;
+    to->outcome = from->outcome;
+    to->status = from->status;
+    to->done = 1;
+
+    if (from->outcome == NGX_HTTP_OIP_SIG_FOUND) {
+        to->signature = ngx_palloc(to->r->pool, from->signature->size);
+
+        if (to->signature == NULL) {
+            to->outcome = NGX_HTTP_OIP_SIG_FAILED;
+            to->status = NGX_HTTP_INTERNAL_SERVER_ERROR;
+            ngx_str_set(&to->why, "out of memory");
+
+        } else {
+            ngx_memcpy(to->signature, from->signature,
+                       from->signature->size);
+        }
+
+    } else if (from->why.len) {
+        to->why.data = ngx_pnalloc(to->r->pool, from->why.len);
+
+        if (to->why.data) {
+            ngx_memcpy(to->why.data, from->why.data, from->why.len);
+            to->why.len = from->why.len;
+        }
+    }
+
+    ngx_post_event(&to->wake, &ngx_posted_events);
+}
+
+
+static void
+ngx_http_oip_sig_wake(ngx_event_t *ev)
+{
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
+    ngx_http_oip_sig_t  *s;
+
+    s = ev->data;
+    r = s->r;
+    c = r->connection;
+
+    ngx_http_set_log_request(c->log, r);
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, c->log, 0,
+                   "oip: signature \"%V\": woken", &s->key);
+
+    ngx_http_core_run_phases(r);
+    ngx_http_run_posted_requests(c);
+}
+
+
+/*
+ * The request's pool goes: it leaves the queue it waits in; if it owned
+ * a fetch that had not ended, its subrequest goes with it, and those
+ * waiting for it are woken to try again.
+ */
+
+static void
+ngx_http_oip_sig_cleanup(void *data)
+{
+    ngx_http_oip_sig_t  *s = data;
+
+    ngx_queue_t           *q;
+    ngx_http_oip_sig_t    *w;
+    ngx_http_oip_fetch_t  *f;
+
+    if (s->wake.posted) {
+        ngx_delete_posted_event(&s->wake);
+    }
+
+    f = s->fetch;
+
+    if (f == NULL) {
+        return;
+    }
+
+    s->fetch = NULL;
+
+    if (f->owner != s) {
+        ngx_queue_remove(&s->queue);
+        return;
+    }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, s->r->connection->log, 0,
+                   "oip: signature \"%V\": its fetch abandoned", &s->key);
+
+    while (!ngx_queue_empty(&f->waiters)) {
+        q = ngx_queue_head(&f->waiters);
+        ngx_queue_remove(q);
+
+        w = ngx_queue_data(q, ngx_http_oip_sig_t, queue);
+        w->fetch = NULL;
+        w->outcome = NGX_HTTP_OIP_SIG_RETRY;
+        w->done = 1;
+
+        ngx_post_event(&w->wake, &ngx_posted_events);
+    }
+
+    ngx_queue_remove(&f->queue);
+    ngx_http_oip_nfetches--;
+    ngx_free(f);
+}
+
+
+/* the outcome, for the request: the failure policy applied */
+
+static ngx_int_t
+ngx_http_oip_sig_result(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
+{
+    u_char                   *p;
+    u_char                    msg[NGX_MAX_ERROR_STR];
+    ngx_http_oip_ctx_t       *ctx;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    ctx = s->ctx;
+
+    switch (s->outcome) {
+
+    case NGX_HTTP_OIP_SIG_FOUND:
+        /* a model declaring no inputs is served unchecked */
+        ctx->signature = s->signature->ninputs ? s->signature : NULL;
+
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "oip: signature of \"%V\": %s", &ctx->model,
+                       ctx->signature ? "checked against"
+                                      : "no inputs declared, not checked");
+        return NGX_OK;
+
+    case NGX_HTTP_OIP_SIG_NOT_FOUND:
+        ctx->signature = NULL;
+
+        p = ngx_snprintf(msg, sizeof(msg) - 1, "model '%V'%s%V%s not found",
+                         &ctx->model, ctx->version.len ? " version '" : "",
+                         &ctx->version, ctx->version.len ? "'" : "");
+        *p = '\0';
+
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_NOT_FOUND, (char *) msg);
+
+    default:
+        break;
+    }
+
+    ctx->signature = NULL;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    if (olcf->sig_fail == NGX_HTTP_OIP_SIG_OPEN
+        && s->status != NGX_HTTP_INTERNAL_SERVER_ERROR)
+    {
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "oip: model \"%V\": no signature (%V), "
+                      "forwarded unchecked (oip_signature_fail open)",
+                      &ctx->model, &s->why);
+        return NGX_OK;
+    }
+
+    p = ngx_snprintf(msg, sizeof(msg) - 1, "the signature of model '%V' "
+                     "is not available: %V", &ctx->model, &s->why);
+    *p = '\0';
+
+    return ngx_http_oip_fail(r, ctx, s->status, (char *) msg);
+}
+
+
+static void
+ngx_http_oip_sig_failed(ngx_http_oip_sig_t *s, ngx_uint_t status,
+    const char *fmt, ...)
+{
+    u_char   *p;
+    u_char    buf[OIP_ERROR_LEN];
+    va_list   args;
+
+    va_start(args, fmt);
+    p = ngx_vslprintf(buf, buf + sizeof(buf), fmt, args);
+    va_end(args);
+
+    s->outcome = NGX_HTTP_OIP_SIG_FAILED;
+    s->status = status;
+
+    s->why.data = ngx_pnalloc(s->r->pool, p - buf);
+
+    if (s->why.data) {
+        ngx_memcpy(s->why.data, buf, p - buf);
+        s->why.len = p - buf;
+    }
+}
