@@ -313,6 +313,11 @@ oip_sig_tensor(oip_sig_parse_t *sp, int side, size_t index)
                         index);
     }
 
+    if (t->dt == OIP_SIG_ANY_DT && t->rank == 0) {
+        /* OVMS's MediaPipe streams: "INVALID", [] says nothing */
+        t->rank = OIP_SIG_ANY_RANK;
+    }
+
     return 0;
 }
 

@@ -28,6 +28,13 @@
 /* a model's metadata: what a signature's JSON may take, at most */
 #define NGX_HTTP_OIP_SIG_MAX       (1024 * 1024)
 
+/*
+ * How long a request waits for another's fetch at most.  A timer that
+ * cannot be cancelled: a worker told to quit gracefully waits for the
+ * requests parked here instead of dropping their connections.
+ */
+#define NGX_HTTP_OIP_SIG_WAIT      60000
+
 
 typedef enum {
     NGX_HTTP_OIP_SIG_START = 0,
@@ -111,6 +118,7 @@ static ngx_int_t ngx_http_oip_sig_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 static void ngx_http_oip_sig_insert(ngx_rbtree_node_t *temp,
     ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
+static ngx_uint_t ngx_http_oip_sig_name(ngx_str_t *name);
 static ngx_http_oip_sig_t *ngx_http_oip_sig_create(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_sig_lookup(ngx_http_request_t *r,
@@ -486,6 +494,16 @@ ngx_http_oip_signature(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     s = ctx->sig;
 
+    if (s == NULL
+        && (!ngx_http_oip_sig_name(&ctx->model)
+            || (ctx->version.len && !ngx_http_oip_sig_name(&ctx->version))))
+    {
+        /* it would be a path of its own in the metadata URI */
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_BAD_REQUEST,
+                                 "the model's name or version in the URI "
+                                 "is not a name");
+    }
+
     if (s == NULL) {
         s = ngx_http_oip_sig_create(r, ctx);
         if (s == NULL) {
@@ -647,6 +665,29 @@ ngx_http_oip_signature_refetch(ngx_http_request_t *r,
 }
 
 
+/* a path segment of its own: not "." or "..", no control bytes */
+
+static ngx_uint_t
+ngx_http_oip_sig_name(ngx_str_t *name)
+{
+    size_t  i;
+
+    if (name->len == 0
+        || (name->len <= 2 && ngx_strncmp(name->data, "..", name->len) == 0))
+    {
+        return 0;
+    }
+
+    for (i = 0; i < name->len; i++) {
+        if (name->data[i] < 0x20 || name->data[i] == 0x7f) {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+
+
 static ngx_http_oip_sig_t *
 ngx_http_oip_sig_create(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
@@ -676,7 +717,10 @@ ngx_http_oip_sig_create(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     *p++ = '\0';
     p = ngx_cpymem(p, ctx->model.data, ctx->model.len);
     *p++ = '\0';
-    ngx_memcpy(p, ctx->version.data, ctx->version.len);
+
+    if (ctx->version.len) {
+        ngx_memcpy(p, ctx->version.data, ctx->version.len);
+    }
 
     s->hash = ngx_crc32_short(s->key.data, s->key.len);
     s->r = r;
@@ -980,7 +1024,24 @@ ngx_http_oip_sig_join(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
             s->wake.data = s;
             s->wake.log = r->connection->log;
 
+            ngx_add_timer(&s->wake, NGX_HTTP_OIP_SIG_WAIT);
+
             /* a client gone while it waits is noticed, as limit_req does */
+
+            if (r->connection->read->ready) {
+                ngx_post_event(r->connection->read, &ngx_posted_events);
+
+            } else if (ngx_handle_read_event(r->connection->read, 0)
+                       != NGX_OK)
+            {
+                ngx_queue_remove(&s->queue);
+                ngx_del_timer(&s->wake);
+                s->fetch = NULL;
+                ngx_http_oip_sig_failed(s, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                        "the connection failed");
+                return NGX_DECLINED;
+            }
+
             r->read_event_handler = ngx_http_test_reading;
 
             return NGX_AGAIN;
@@ -1025,7 +1086,7 @@ ngx_http_oip_sig_join(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
     ngx_queue_insert_tail(&ngx_http_oip_fetches, &f->queue);
     ngx_http_oip_nfetches++;
 
-    r->read_event_handler = ngx_http_test_reading;
+    /* its subrequest's upstream watches the client for it */
 
     return NGX_AGAIN;
 }
@@ -1086,6 +1147,13 @@ ngx_http_oip_sig_request(ngx_http_request_t *r, ngx_http_oip_sig_t *s,
         return NGX_ERROR;
     }
 
+    /* no body goes with it, even after the client's was read */
+
+    sr->request_body = ngx_pcalloc(r->pool, sizeof(ngx_http_request_body_t));
+    if (sr->request_body == NULL) {
+        return NGX_ERROR;
+    }
+
     return NGX_OK;
 }
 
@@ -1097,10 +1165,31 @@ ngx_http_oip_sig_fetched(ngx_http_request_t *sr, void *data, ngx_int_t rc)
 {
     ngx_http_oip_sig_t  *s = data;
 
+    ngx_http_upstream_t      *u;
     ngx_http_oip_sig_zone_t  *z;
     ngx_http_oip_loc_conf_t  *olcf;
 
     if (s->done) {
+        /* called again after nginx's error page for it: not wanted */
+        return rc;
+    }
+
+    u = sr->upstream;
+
+    if (u && u->pipe && u->pipe->downstream_error) {
+        /*
+         * An answer over subrequest_output_buffer_size: the in-memory
+         * filter failed it and marked the client's connection broken,
+         * which would end the client's request with an empty reply.
+         * The client is fine: only the metadata was too large.
+         */
+        sr->connection->error = 0;
+        rc = NGX_ERROR;
+
+    } else if (rc == NGX_HTTP_CLIENT_CLOSED_REQUEST
+               || sr->connection->error)
+    {
+        /* the client went away: its pool cleanup hands the fetch on */
         return rc;
     }
 
@@ -1119,7 +1208,10 @@ ngx_http_oip_sig_fetched(ngx_http_request_t *sr, void *data, ngx_int_t rc)
         ngx_http_oip_sig_finish(s);
     }
 
-    return rc;
+    /* the outcome is ours to tell: no error page is made for it */
+
+    return (rc == NGX_ERROR || rc >= NGX_HTTP_SPECIAL_RESPONSE) ? NGX_OK
+                                                                : rc;
 }
 
 
@@ -1149,10 +1241,16 @@ ngx_http_oip_sig_outcome(ngx_http_request_t *sr, ngx_http_oip_sig_t *s,
                    "oip: signature \"%V\" answered: rc %i, status %ui, "
                    "%uz bytes", &s->key, rc, status, len);
 
-    if (rc == NGX_ERROR || sr->connection->error) {
+    if (rc == NGX_ERROR) {
         ngx_http_oip_sig_failed(s, NGX_HTTP_BAD_GATEWAY, "the metadata "
-                                "could not be read (too large?)");
+                                "could not be read (larger than "
+                                "subrequest_output_buffer_size?)");
         return;
+    }
+
+    if (status == 0 && rc >= NGX_HTTP_SPECIAL_RESPONSE) {
+        /* the proxy failed it before any answer: 502, 504 */
+        status = rc;
     }
 
     if (status == NGX_HTTP_NOT_FOUND
@@ -1306,8 +1404,29 @@ ngx_http_oip_sig_wake(ngx_event_t *ev)
 
     ngx_http_set_log_request(c->log, r);
 
-    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, c->log, 0,
-                   "oip: signature \"%V\": woken", &s->key);
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, c->log, 0,
+                   "oip: signature \"%V\": woken%s", &s->key,
+                   ev->timedout ? " by its timer" : "");
+
+    if (ev->timedout) {
+        ev->timedout = 0;
+
+        if (s->fetch) {
+            ngx_queue_remove(&s->queue);
+            s->fetch = NULL;
+        }
+
+        s->done = 1;
+        ngx_http_oip_sig_failed(s, NGX_HTTP_SERVICE_UNAVAILABLE,
+                                "timed out waiting for its fetch");
+    }
+
+    if (ev->timer_set) {
+        ngx_del_timer(ev);
+    }
+
+    r->read_event_handler = ngx_http_block_reading;
+    r->write_event_handler = ngx_http_core_run_phases;
 
     ngx_http_core_run_phases(r);
     ngx_http_run_posted_requests(c);
@@ -1331,6 +1450,10 @@ ngx_http_oip_sig_cleanup(void *data)
 
     if (s->wake.posted) {
         ngx_delete_posted_event(&s->wake);
+    }
+
+    if (s->wake.timer_set) {
+        ngx_del_timer(&s->wake);
     }
 
     f = s->fetch;

@@ -72,9 +72,35 @@ class Examples(unittest.TestCase):
                        ("oip_max_depth 0;", "must be between 1 and 100000"),
                        ("oip_max_depth 100001;", "must be between 1 and 100000"),
                        ("oip_max_tensor_size 1t;", "invalid value"),
-                       ("oip on; oip on;", "is duplicate")]:
+                       ("oip on; oip on;", "is duplicate"),
+                       ("oip_signatures /m;", "takes URI zone=NAME"),
+                       ("oip_signatures /m/ zone=z;", "does not end with"),
+                       ("oip_signatures m zone=z;", "starts with"),
+                       ("oip_signatures /m zone=;", "takes URI zone=NAME"),
+                       ("oip_signatures /m zone=nowhere;",
+                        "zero size shared memory zone"),
+                       ("oip_signature_fail maybe;", "invalid value"),
+                       ("oip_signature_coerce perhaps;", "invalid value"),
+                       ("oip_signature_optional :x;", "is not [MODEL:]INPUT"),
+                       ("oip_signature_optional m:;", "is not [MODEL:]INPUT")]:
             with self.subTest(directive=d):
                 rc, err = nginx_t(self.conf(d))
+                self.assertNotEqual(rc, 0)
+                self.assertIn(msg, err)
+
+    def test_bad_zones(self):
+        for http, msg in [
+                ("oip_signature_zone zone=z:1k;", "is too small"),
+                ("oip_signature_zone zone=z;", "takes zone=NAME:SIZE"),
+                ("oip_signature_zone valid=1s;", "must have \"zone\""),
+                ("oip_signature_zone zone=z:1m valid=soon;", "invalid time"),
+                ("oip_signature_zone zone=z:1m x=1;", "invalid parameter"),
+                ("oip_signature_zone zone=z:1m; oip_signature_zone "
+                 "zone=z:1m;", "is already declared")]:
+            with self.subTest(http=http):
+                rc, err = nginx_t("load_module %s;\nevents {}\nhttp { %s "
+                                  "server { listen 127.0.0.1:1; } }\n"
+                                  % (MODULE, http))
                 self.assertNotEqual(rc, 0)
                 self.assertIn(msg, err)
 
@@ -155,6 +181,25 @@ class Documented(GatewayTestCase):
                 self.assertIn("name", json.loads(body))
                 st, _, _ = ngx.request("GET", "/v2/health/ready")
                 self.assertEqual(st, 200)
+                if "oip_signatures" in conf:
+                    self.signatures_work(ngx, family)
+
+    def signatures_work(self, ngx, family):
+        """A configuration with oip_signatures checks requests."""
+        self.assertEqual(family, "triton")
+        good = {"inputs": [
+            {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32",
+             "data": list(range(16))},
+            {"name": "INPUT1", "shape": [1, 16], "datatype": "INT32",
+             "data": [1] * 16}]}
+        st, _, body = ngx.post("/v2/models/simple/infer", json.dumps(good))
+        self.assertEqual(st, 200, body)
+        good["inputs"][1]["datatype"] = "FP32"
+        st, _, body = ngx.post("/v2/models/simple/infer", json.dumps(good))
+        self.assertEqual(st, 400, body)
+        self.assertIn(b"expects INT32", body)
+        st, _, body = ngx.post("/v2/models/nosuch/infer", json.dumps(good))
+        self.assertEqual(st, 404, body)
 
     def test_demo_answers_what_build_sh_prints(self):
         """The curl lines ./build.sh run prints, each as printed."""

@@ -135,6 +135,11 @@ test_parse(void)
        && s->noutputs == 0,
        "KServe-like: unknown datatype, no shape, null outputs");
 
+    s = sig("{\"inputs\":[{\"name\":\"in\",\"datatype\":\"INVALID\","
+            "\"shape\":[]}]}");
+    ok(s && oip_sig_tensors(s)->rank == OIP_SIG_ANY_RANK,
+       "OVMS MediaPipe: INVALID and [] check nothing");
+
     s = sig("{\"name\":\"m\",\"versions\":[],\"platform\":\"\","
             "\"inputs\":[],\"outputs\":[],\"parameters\":{}}");
     ok(s && s->ninputs == 0 && s->noutputs == 0, "MLServer-like: nothing");
