@@ -404,6 +404,30 @@ class Signatures(GatewayTestCase):
             st, _, body = self.infer("t", "simple", {"inputs": SIMPLE_IN})
             self.assertEqual(st, 200, (mode, body))
 
+    def test_http2(self):
+        """HTTP/2 streams wait and are woken as HTTP/1.1 requests."""
+        self.hooks.model("h2", [("x", "INT8", [2])], [("y", "INT8", [2])])
+        self.hooks.fault("h2", "slow", 0.3)
+        doc = {"inputs": [{"name": "x", "datatype": "INT8", "shape": [2],
+                           "data": [1, 2]}]}
+        out = []
+        threads = [threading.Thread(target=lambda: out.append(self.ngx.curl(
+            "-X", "POST", "--data-binary", "@-",
+            "{base}/t/v2/models/h2/infer", h2=True,
+            data=json.dumps(doc).encode()))) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual([o[0] for o in out], [200] * 4, out)
+        self.assertEqual(self.hooks.meta("h2"), 1)
+        doc["inputs"][0]["shape"] = [1, 2]
+        st, body = self.ngx.curl("-X", "POST", "--data-binary", "@-",
+                                 "{base}/t/v2/models/h2/infer", h2=True,
+                                 data=json.dumps(doc).encode())
+        self.assertEqual(st, 400, body)
+        self.assertIn(b"shape [1,2] does not fit [2]", body)
+
     # KServe's metadata --------------------------------------------------
 
     def test_kserve(self):
