@@ -102,6 +102,8 @@ class Signatures(GatewayTestCase):
     def setUpGateway(cls):
         cls.rt = cls.start_runtime("triton")
         cls.kserve = cls.start_runtime("kserve")
+        cls.t241 = cls.start_runtime("triton", ["--triton-version",
+                                                "2.41.0"])
         cls.hooks = Hooks(cls.rt.port)
         cls.khooks = Hooks(cls.kserve.port)
         dead = free_port()
@@ -124,6 +126,10 @@ class Signatures(GatewayTestCase):
                 + location("slowc", p, "oip_signature_fail closed;",
                            timeout="1s")
                 + location("k", cls.kserve.port,
+                           "oip_signature_fail closed;")
+                + location("cap", p, "oip_signature_fail closed;",
+                           timeout="20s")
+                + location("old", cls.t241.port,
                            "oip_signature_fail closed;")
                 + """
         location /off/ {{
@@ -261,6 +267,38 @@ class Signatures(GatewayTestCase):
         self.assertJSONError(self.infer("short", "nosuch", {
             "inputs": SIMPLE_IN}), 404)
         self.assertEqual(self.hooks.meta("nosuch"), 2, "asked again after")
+
+    def test_unknown_model_triton_before_2_42(self):
+        """Triton said "unknown model" with a 400 before 2.42."""
+        self.assertJSONError(self.infer("old", "nosuch", {
+            "inputs": SIMPLE_IN}), 404, "model 'nosuch' not found")
+        self.assertJSONError(self.infer("old", "simple", {
+            "inputs": SIMPLE_IN}, version="7"), 404,
+            "model 'simple' version '7' not found")
+        st, _, body = self.infer("old", "simple", {"inputs": SIMPLE_IN})
+        self.assertEqual(st, 200, body)
+
+    def test_fetches_capped(self):
+        """64 fetches in flight at most in a worker: random model names
+        and a slow metadata endpoint cannot park requests without end."""
+        n = 72
+        for i in range(n):
+            self.hooks.fault("cap%d" % i, "slow", 2)
+        out = [None] * n
+
+        def run(i):
+            out[i] = self.infer("cap", "cap%d" % i, {"inputs": SIMPLE_IN})
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        capped = [o for o in out if o[0] == 503]
+        self.assertEqual(len(capped), n - 64, [o[0] for o in out])
+        self.assertIn(b"64 signatures are being fetched already",
+                      capped[0][2])
+        self.assertEqual(sorted(set(o[0] for o in out)), [404, 503])
 
     def test_unknown_model_before_the_body(self):
         """An unknown model costs no body read: refused as the headers

@@ -73,10 +73,11 @@ def wait_port(port, proc=None, timeout=15):
 class Runtime:
     """The example runtime as its own process."""
 
-    def __init__(self, family="triton"):
+    def __init__(self, family="triton", args=()):
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [PYTHON, RUNTIME, "--port", str(self.port), "--family", family],
+            [PYTHON, RUNTIME, "--port", str(self.port), "--family", family]
+            + list(args),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_port(self.port, self.proc)
 
@@ -321,8 +322,8 @@ class GatewayTestCase(unittest.TestCase):
             raise
 
     @classmethod
-    def start_runtime(cls, family="triton"):
-        rt = Runtime(family)
+    def start_runtime(cls, family="triton", args=()):
+        rt = Runtime(family, args)
         cls._stoppers.append(rt.stop)
         return rt
 
