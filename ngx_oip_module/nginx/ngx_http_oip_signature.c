@@ -127,6 +127,8 @@ static ngx_http_oip_sig_node_t *ngx_http_oip_sig_find(
     ngx_http_oip_sig_zone_t *z, ngx_str_t *key, uint32_t hash);
 static void ngx_http_oip_sig_store(ngx_http_oip_sig_zone_t *z,
     ngx_http_oip_sig_t *s, ngx_log_t *log);
+static void *ngx_http_oip_sig_alloc(ngx_http_oip_sig_zone_t *z, size_t size,
+    ngx_http_oip_sig_node_t *keep);
 static ngx_int_t ngx_http_oip_sig_join(ngx_http_request_t *r,
     ngx_http_oip_sig_t *s);
 static ngx_int_t ngx_http_oip_sig_request(ngx_http_request_t *r,
@@ -861,8 +863,7 @@ ngx_http_oip_sig_store(ngx_http_oip_sig_zone_t *z, ngx_http_oip_sig_t *s,
     size_t                    n;
     u_char                   *sig;
     uint32_t                  len;
-    ngx_queue_t              *q;
-    ngx_http_oip_sig_node_t  *node, *old;
+    ngx_http_oip_sig_node_t  *node;
 
     if (s->key.len > 65535) {
         return;
@@ -885,26 +886,7 @@ ngx_http_oip_sig_store(ngx_http_oip_sig_zone_t *z, ngx_http_oip_sig_t *s,
     } else {
         n = offsetof(ngx_http_oip_sig_node_t, key) + s->key.len;
 
-        for ( ;; ) {
-            node = ngx_slab_alloc_locked(z->shpool, n);
-
-            if (node || ngx_queue_empty(&z->sh->queue)) {
-                break;
-            }
-
-            q = ngx_queue_last(&z->sh->queue);
-            old = ngx_queue_data(q, ngx_http_oip_sig_node_t, queue);
-
-            ngx_queue_remove(q);
-            ngx_rbtree_delete(&z->sh->rbtree, &old->node);
-
-            if (old->sig) {
-                ngx_slab_free_locked(z->shpool, old->sig);
-            }
-
-            ngx_slab_free_locked(z->shpool, old);
-        }
-
+        node = ngx_http_oip_sig_alloc(z, n, NULL);
         if (node == NULL) {
             goto full;
         }
@@ -927,25 +909,7 @@ ngx_http_oip_sig_store(ngx_http_oip_sig_zone_t *z, ngx_http_oip_sig_t *s,
     ngx_queue_insert_head(&z->sh->queue, &node->queue);
 
     if (len) {
-        for ( ;; ) {
-            sig = ngx_slab_alloc_locked(z->shpool, len);
-
-            if (sig || ngx_queue_last(&z->sh->queue) == &node->queue) {
-                break;
-            }
-
-            q = ngx_queue_last(&z->sh->queue);
-            old = ngx_queue_data(q, ngx_http_oip_sig_node_t, queue);
-
-            ngx_queue_remove(q);
-            ngx_rbtree_delete(&z->sh->rbtree, &old->node);
-
-            if (old->sig) {
-                ngx_slab_free_locked(z->shpool, old->sig);
-            }
-
-            ngx_slab_free_locked(z->shpool, old);
-        }
+        sig = ngx_http_oip_sig_alloc(z, len, node);
 
         if (sig == NULL) {
             ngx_queue_remove(&node->queue);
@@ -971,6 +935,45 @@ full:
                   "oip: the signature of \"%V\" (%uD bytes) does not fit "
                   "in its oip_signature_zone: not kept", &s->ctx->model,
                   len);
+}
+
+
+/*
+ * Memory from the zone, locked: the least recently used entries (but
+ * keep) give way until it fits, or there is nothing left to give.
+ */
+
+static void *
+ngx_http_oip_sig_alloc(ngx_http_oip_sig_zone_t *z, size_t size,
+    ngx_http_oip_sig_node_t *keep)
+{
+    void                     *p;
+    ngx_queue_t              *q;
+    ngx_http_oip_sig_node_t  *old;
+
+    for ( ;; ) {
+        p = ngx_slab_alloc_locked(z->shpool, size);
+
+        if (p || ngx_queue_empty(&z->sh->queue)) {
+            return p;
+        }
+
+        q = ngx_queue_last(&z->sh->queue);
+        old = ngx_queue_data(q, ngx_http_oip_sig_node_t, queue);
+
+        if (old == keep) {
+            return NULL;
+        }
+
+        ngx_queue_remove(q);
+        ngx_rbtree_delete(&z->sh->rbtree, &old->node);
+
+        if (old->sig) {
+            ngx_slab_free_locked(z->shpool, old->sig);
+        }
+
+        ngx_slab_free_locked(z->shpool, old);
+    }
 }
 
 
