@@ -56,6 +56,17 @@ typedef enum {
 } oip_form_e;
 
 
+/* the form of a message's tensors, all told */
+
+typedef enum {
+    OIP_SHAPE_NONE = 0,      /* no tensor data (shared memory only) */
+    OIP_SHAPE_JSON,
+    OIP_SHAPE_BINARY,
+    OIP_SHAPE_MIXED,
+    OIP_SHAPE_RAW            /* a raw binary body */
+} oip_shape_e;
+
+
 typedef enum {
     OIP_ENC_NONE = 0,
     OIP_ENC_GZIP,
@@ -194,6 +205,15 @@ typedef struct {
     const char            *content_type;   /* to set, or NULL: as it is */
 
     oip_wish_t             wish;           /* requests: for the answer */
+
+    /* requests, accepted: what they held, for the operator's variables */
+    const uint8_t         *id;             /* "id", unescaped, or NULL */
+    size_t                 id_len;
+    size_t                 ninputs;
+    uint64_t               elements;
+    size_t                 tensor_bytes;
+    oip_shape_e            in_form;        /* as the client sent them */
+    oip_shape_e            upstream_form;  /* as the upstream gets them */
 } oip_result_t;
 
 

@@ -63,6 +63,8 @@ typedef struct {
 
     uint8_t               *sig_seen;    /* per declared input */
 
+    oip_str_t              id;          /* a string "id" */
+
     unsigned               raw:1;
     unsigned               misfit:1;    /* refused by the signature */
 } oip_req_t;
@@ -102,6 +104,8 @@ static int oip_flag_set(oip_msg_t *m, oip_flagged_t *f, const char *add,
     const char *insert, const char *create);
 static int oip_flag_remove(oip_msg_t *m, oip_flagged_t *f);
 static int oip_request_wish(oip_req_t *rq, oip_result_t *res);
+static int oip_request_stats(oip_req_t *rq, oip_result_t *res);
+static oip_shape_e oip_shape_add(oip_shape_e all, oip_shape_e one);
 
 
 static const oip_kind_t  oip_request_kind = {
@@ -236,7 +240,15 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
                          "(Inference-Header-Content-Length: 0) needs "
                          "oip_raw_input here");
 
-            } else if (res->decompressed) {
+            } else {
+                /* one input; its elements are the runtime's to count */
+                res->in_form = OIP_SHAPE_RAW;
+                res->upstream_form = OIP_SHAPE_RAW;
+                res->ninputs = 1;
+                res->tensor_bytes = len;
+            }
+
+            if (c->status == 0 && res->decompressed) {
                 /* only the encoding goes: Triton serves raw itself */
                 res->segs = oip_alloc(c, sizeof(oip_seg_t));
 
@@ -537,7 +549,10 @@ oip_request_envelope(oip_msg_t *m)
             }
 
         } else if (oip_json_str_eq(&w.key, "id", 2)) {
-            if (!oip_null_member(j, &nulls, &w)) {
+            if (*j->p == '"') {
+                rc = oip_json_string(j, &rq->id);
+
+            } else if (!oip_null_member(j, &nulls, &w)) {
                 rc = oip_json_skip(j);
             }
 
@@ -1117,11 +1132,85 @@ oip_request_edits(oip_msg_t *m)
 {
     oip_req_t  *rq = m->data;
 
-    if (oip_outputs_edits(rq) != 0) {
+    if (oip_outputs_edits(rq) != 0 || oip_request_stats(rq, rq->res) != 0) {
         return -1;
     }
 
     return oip_request_wish(rq, rq->res);
+}
+
+
+/* what the request held and in what form, for the operator's variables */
+
+static int
+oip_request_stats(oip_req_t *rq, oip_result_t *res)
+{
+    size_t         i;
+    uint8_t       *id;
+    oip_item_t    *it;
+    oip_shape_e    in, up;
+
+    res->ninputs = rq->m.nitems;
+    res->tensor_bytes = rq->m.c.tensor_bytes;
+    res->elements = 0;
+
+    in = OIP_SHAPE_NONE;
+    up = OIP_SHAPE_NONE;
+
+    for (i = 0; i < rq->m.nitems; i++) {
+        it = &rq->m.items[i];
+
+        res->elements += it->t.count;
+
+        if (it->data_at == NULL && !it->has_bds) {
+            continue;
+        }
+
+        in = oip_shape_add(in, it->data_at ? OIP_SHAPE_JSON
+                                           : OIP_SHAPE_BINARY);
+
+        switch (it->act) {
+        case OIP_ACT_BINARY:
+            up = oip_shape_add(up, OIP_SHAPE_BINARY);
+            break;
+        case OIP_ACT_JSON:
+            up = oip_shape_add(up, OIP_SHAPE_JSON);
+            break;
+        default:
+            up = oip_shape_add(up, it->data_at ? OIP_SHAPE_JSON
+                                               : OIP_SHAPE_BINARY);
+        }
+    }
+
+    res->in_form = rq->raw ? OIP_SHAPE_RAW : in;
+    res->upstream_form = up;
+
+    if (rq->id.data == NULL) {
+        return 0;
+    }
+
+    if (!rq->id.escaped) {
+        res->id = rq->id.data;
+        res->id_len = rq->id.len;
+        return 0;
+    }
+
+    id = oip_alloc(&rq->m.c, oip_json_unescaped_len(&rq->id));
+    if (id == NULL) {
+        return -1;
+    }
+
+    res->id_len = oip_json_unescape(id, &rq->id);
+    res->id = id;
+
+    return 0;
+}
+
+
+static oip_shape_e
+oip_shape_add(oip_shape_e all, oip_shape_e one)
+{
+    return (all == OIP_SHAPE_NONE || all == one) ? one : OIP_SHAPE_MIXED;
 }
 
 

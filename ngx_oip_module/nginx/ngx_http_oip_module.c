@@ -179,7 +179,7 @@ static ngx_command_t  ngx_http_oip_commands[] = {
 
 
 static ngx_http_module_t  ngx_http_oip_module_ctx = {
-    NULL,                                  /* preconfiguration */
+    ngx_http_oip_variables_add,            /* preconfiguration */
     ngx_http_oip_init,                     /* postconfiguration */
 
     NULL,                                  /* create main configuration */
@@ -487,6 +487,19 @@ ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt)
         opt->optional = olcf->sig_optional->elts;
         opt->noptional = olcf->sig_optional->nelts;
     }
+}
+
+
+/* now, to the microsecond, for $oip_convert_time */
+
+uint64_t
+ngx_http_oip_usec(void)
+{
+    struct timeval  tv;
+
+    ngx_gettimeofday(&tv);
+
+    return (uint64_t) tv.tv_sec * 1000000 + tv.tv_usec;
 }
 
 

@@ -70,6 +70,15 @@ typedef struct {
     ngx_http_oip_sig_t    *sig;
     oip_signature_t       *signature;   /* NULL: not checked */
 
+    /* what the request held, for the variables (counted: they are set) */
+    ngx_str_t              id;
+    size_t                 ninputs;
+    uint64_t               elements;
+    size_t                 tensor_bytes;
+    ngx_uint_t             in_form;       /* oip_shape_e */
+    ngx_uint_t             upstream_form;
+    uint64_t               convert_usec;  /* request and answer */
+
     /* the response path */
     oip_wish_t             wish;
     u_char                *buf;
@@ -84,6 +93,7 @@ typedef struct {
     unsigned               replace:1;   /* with page, nginx's error page */
     unsigned               body_read:1; /* processed once already */
     unsigned               misfit:1;    /* refused by the signature */
+    unsigned               counted:1;   /* the variables' values are set */
 } ngx_http_oip_ctx_t;
 
 
@@ -110,6 +120,10 @@ ngx_buf_t *ngx_http_oip_error_json(ngx_http_request_t *r, u_char *msg,
 ngx_int_t ngx_http_oip_chain(ngx_http_request_t *r, oip_seg_t *segs,
     size_t n, ngx_chain_t **out, ngx_buf_t **last);
 
+
+/* the variables (ngx_http_oip_variables.c) */
+ngx_int_t ngx_http_oip_variables_add(ngx_conf_t *cf);
+uint64_t ngx_http_oip_usec(void);
 
 /* the model-aware edge (ngx_http_oip_signature.c) */
 char *ngx_http_oip_signature_zone(ngx_conf_t *cf, ngx_command_t *cmd,

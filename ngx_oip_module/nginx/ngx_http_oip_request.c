@@ -207,6 +207,7 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
     size_t          len;
     u_char         *body;
+    uint64_t        start;
     ngx_int_t       rc;
     ngx_uint_t      what;
     oip_alloc_t     alloc;
@@ -240,12 +241,29 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     opt.model = ctx->model.data;
     opt.model_len = ctx->model.len;
 
-    if (oip_request_process(&res, &alloc, &opt, &framing, body, len) != 0) {
+    start = ngx_http_oip_usec();
+
+    rc = oip_request_process(&res, &alloc, &opt, &framing, body, len);
+
+    ctx->convert_usec += ngx_http_oip_usec() - start;
+
+    if (rc != 0) {
         ctx->misfit = res.misfit;
         return ngx_http_oip_fail(r, ctx, res.status, res.error);
     }
 
     ctx->misfit = 0;
+
+    /* for the variables */
+
+    ctx->counted = 1;
+    ctx->id.data = (u_char *) res.id;
+    ctx->id.len = res.id_len;
+    ctx->ninputs = res.ninputs;
+    ctx->elements = res.elements;
+    ctx->tensor_bytes = res.tensor_bytes;
+    ctx->in_form = res.in_form;
+    ctx->upstream_form = res.upstream_form;
 
     ngx_log_debug8(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: request valid: rewritten:%d raw:%d "

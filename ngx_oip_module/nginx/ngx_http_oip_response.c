@@ -460,6 +460,8 @@ ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 static ngx_int_t
 ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
+    int             rc;
+    uint64_t        start;
     oip_alloc_t     alloc;
     oip_header_t    ihcl;
     oip_result_t    res;
@@ -477,10 +479,14 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     ngx_http_oip_options(r, &opt);
     ngx_http_oip_allocator(r, &alloc);
 
-    if (oip_response_process(&res, &alloc, &opt, &ctx->wish, &framing,
-                             ctx->buf ? ctx->buf : (u_char *) "", ctx->len)
-        != 0)
-    {
+    start = ngx_http_oip_usec();
+
+    rc = oip_response_process(&res, &alloc, &opt, &ctx->wish, &framing,
+                              ctx->buf ? ctx->buf : (u_char *) "", ctx->len);
+
+    ctx->convert_usec += ngx_http_oip_usec() - start;
+
+    if (rc != 0) {
         return ngx_http_oip_send_upstream_error(r, ctx, res.status,
                                                 res.error);
     }

@@ -767,6 +767,56 @@ test_alloc_failures(void)
 }
 
 
+/* what an accepted request reports for the operator's variables */
+
+static void
+test_stats(void)
+{
+    int            st;
+    run_t          r;
+    u_char         bin[4] = { 1, 0, 2, 0 };
+    oip_options_t  o;
+    const char    *j;
+
+    o = opts;
+    o.inputs = OIP_FORM_BINARY;
+
+    j = "{\"id\":\"a\\u00e9\\\"b\",\"inputs\":["
+        "{\"name\":\"x\",\"shape\":[2,3],\"datatype\":\"FP32\","
+        "\"data\":[1,2,3,4,5,6]},"
+        "{\"name\":\"y\",\"shape\":[2],\"datatype\":\"INT16\","
+        "\"parameters\":{\"binary_data_size\":4}}]}";
+    st = run_opts(&r, &o, j, strlen(j), bin, 4, -2, OIP_ENC_NONE);
+    ok(st == 0 && r.req.ninputs == 2 && r.req.elements == 8
+       && r.req.tensor_bytes == 28 && r.req.in_form == OIP_SHAPE_MIXED
+       && r.req.upstream_form == OIP_SHAPE_BINARY
+       && r.req.id_len == 5 && memcmp(r.req.id, "a\xc3\xa9\"b", 5) == 0,
+       "stats: mixed in, binary up, id unescaped");
+    run_free(&r);
+
+    o.inputs = OIP_FORM_JSON;
+    st = run_opts(&r, &o, j, strlen(j), bin, 4, -2, OIP_ENC_NONE);
+    ok(st == 0 && r.req.in_form == OIP_SHAPE_MIXED
+       && r.req.upstream_form == OIP_SHAPE_JSON, "stats: json up");
+    run_free(&r);
+
+    o.inputs = OIP_FORM_KEEP;
+    j = "{\"id\":7,\"inputs\":[{\"name\":\"x\",\"shape\":[1],"
+        "\"datatype\":\"BOOL\",\"data\":[true]}]}";
+    st = run_opts(&r, &o, j, strlen(j), NULL, 0, -1, OIP_ENC_NONE);
+    ok(st == 0 && r.req.id == NULL && r.req.in_form == OIP_SHAPE_JSON
+       && r.req.upstream_form == OIP_SHAPE_JSON && r.req.elements == 1,
+       "stats: a number id is no id; json kept");
+    run_free(&r);
+
+    st = run_opts(&r, &o, "", 0, bin, 4, 0, OIP_ENC_NONE);
+    ok(st == 0 && r.req.in_form == OIP_SHAPE_RAW
+       && r.req.upstream_form == OIP_SHAPE_RAW && r.req.ninputs == 1
+       && r.req.tensor_bytes == 4, "stats: raw passed on");
+    run_free(&r);
+}
+
+
 int
 main(void)
 {
@@ -778,6 +828,7 @@ main(void)
     test_errors();
     test_ihcl();
     test_alloc_failures();
+    test_stats();
 
     return tap_done();
 }

@@ -1,0 +1,287 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * Variables for nginx's own engines: log_format, limit_req_zone, map,
+ * split_clients, proxy_cache_key.  $oip_model and $oip_model_version
+ * come from the URI and are there from the first phase; the others
+ * describe the body and are there once the request path has processed
+ * it (empty before, and for a refused request but $oip_error).
+ */
+
+
+#include "ngx_http_oip_module.h"
+
+
+typedef enum {
+    NGX_HTTP_OIP_VAR_INPUTS = 0,
+    NGX_HTTP_OIP_VAR_ELEMENTS,
+    NGX_HTTP_OIP_VAR_TENSOR_BYTES
+} ngx_http_oip_var_count_e;
+
+
+static ngx_int_t ngx_http_oip_var_model(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_id(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_count(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_form(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_error(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_convert_time(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_http_oip_ctx_t *ngx_http_oip_var_ctx(ngx_http_request_t *r);
+static void ngx_http_oip_var_str(ngx_http_variable_value_t *v, u_char *data,
+    size_t len);
+
+
+static ngx_http_variable_t  ngx_http_oip_vars[] = {
+
+    { ngx_string("oip_model"), NULL, ngx_http_oip_var_model, 0,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_model_version"), NULL, ngx_http_oip_var_model, 1,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_request_id"), NULL, ngx_http_oip_var_id, 0,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_inputs"), NULL, ngx_http_oip_var_count,
+      NGX_HTTP_OIP_VAR_INPUTS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_elements"), NULL, ngx_http_oip_var_count,
+      NGX_HTTP_OIP_VAR_ELEMENTS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_tensor_bytes"), NULL, ngx_http_oip_var_count,
+      NGX_HTTP_OIP_VAR_TENSOR_BYTES, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_in_form"), NULL, ngx_http_oip_var_form, 0,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_upstream_form"), NULL, ngx_http_oip_var_form, 1,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_error"), NULL, ngx_http_oip_var_error, 0,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_convert_time"), NULL, ngx_http_oip_var_convert_time,
+      0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+      ngx_http_null_variable
+};
+
+
+static ngx_str_t  ngx_http_oip_forms[] = {
+    ngx_null_string,                     /* OIP_SHAPE_NONE */
+    ngx_string("json"),
+    ngx_string("binary"),
+    ngx_string("mixed"),
+    ngx_string("raw")
+};
+
+
+ngx_int_t
+ngx_http_oip_variables_add(ngx_conf_t *cf)
+{
+    ngx_http_variable_t  *var, *v;
+
+    for (v = ngx_http_oip_vars; v->name.len; v++) {
+        var = ngx_http_add_variable(cf, &v->name, v->flags);
+        if (var == NULL) {
+            return NGX_ERROR;
+        }
+
+        var->get_handler = v->get_handler;
+        var->data = v->data;
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * From the URI of any infer request, oip on or not, from the first
+ * phase: limit_req_zone and map key on it.
+ */
+
+static ngx_int_t
+ngx_http_oip_var_model(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+    uintptr_t data)
+{
+    ngx_str_t            model, version;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_var_ctx(r);
+
+    if (ctx) {
+        model = ctx->model;
+        version = ctx->version;
+
+    } else if (ngx_http_oip_infer_uri(&r->uri, &model, &version) != NGX_OK) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    if (data) {
+        model = version;
+    }
+
+    if (model.len == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    ngx_http_oip_var_str(v, model.data, model.len);
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_oip_var_id(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+    uintptr_t data)
+{
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_var_ctx(r);
+
+    if (ctx == NULL || !ctx->counted || ctx->id.len == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    ngx_http_oip_var_str(v, ctx->id.data, ctx->id.len);
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_oip_var_count(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+    uintptr_t data)
+{
+    u_char              *p;
+    uint64_t             n;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_var_ctx(r);
+
+    if (ctx == NULL || !ctx->counted) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    switch (data) {
+    case NGX_HTTP_OIP_VAR_INPUTS:
+        n = ctx->ninputs;
+        break;
+    case NGX_HTTP_OIP_VAR_ELEMENTS:
+        n = ctx->elements;
+        break;
+    default:
+        n = ctx->tensor_bytes;
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_http_oip_var_str(v, p, ngx_sprintf(p, "%uL", n) - p);
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_oip_var_form(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+    uintptr_t data)
+{
+    ngx_uint_t           form;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_var_ctx(r);
+
+    form = (ctx == NULL || !ctx->counted) ? OIP_SHAPE_NONE
+           : data ? ctx->upstream_form : ctx->in_form;
+
+    if (form == OIP_SHAPE_NONE || form > OIP_SHAPE_RAW) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    ngx_http_oip_var_str(v, ngx_http_oip_forms[form].data,
+                         ngx_http_oip_forms[form].len);
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_oip_var_error(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+    uintptr_t data)
+{
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_var_ctx(r);
+
+    if (ctx == NULL || ctx->error.len == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    ngx_http_oip_var_str(v, ctx->error.data, ctx->error.len);
+
+    return NGX_OK;
+}
+
+
+/* the request's and the answer's conversions, as $request_time says */
+
+static ngx_int_t
+ngx_http_oip_var_convert_time(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    u_char              *p;
+    uint64_t             ms;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_var_ctx(r);
+
+    if (ctx == NULL || !ctx->counted) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_TIME_T_LEN + 4);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    ms = (ctx->convert_usec + 500) / 1000;
+
+    ngx_http_oip_var_str(v, p, ngx_sprintf(p, "%uL.%03uL", ms / 1000,
+                                           ms % 1000) - p);
+
+    return NGX_OK;
+}
+
+
+static ngx_http_oip_ctx_t *
+ngx_http_oip_var_ctx(ngx_http_request_t *r)
+{
+    return ngx_http_oip_get_ctx(r->main);
+}
+
+
+static void
+ngx_http_oip_var_str(ngx_http_variable_value_t *v, u_char *data, size_t len)
+{
+    v->data = data;
+    v->len = len;
+    v->valid = 1;
+    v->no_cacheable = 0;
+    v->not_found = 0;
+}

@@ -1,0 +1,178 @@
+#!/usr/bin/python3
+#
+# Copyright (C) ngx_oip_module authors
+#
+"""The module's variables in nginx's own engines, two workers: every
+variable in an access log for JSON, binary, mixed, raw, gzip and refused
+requests, and limit_req keyed by $oip_model limiting one model and not
+another."""
+
+import gzip
+import json
+import os
+import struct
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from oiptest import GatewayTestCase, IHCL, SLOW, binary_body, run_tests
+
+VARS = ["oip_model", "oip_model_version", "oip_request_id", "oip_inputs",
+        "oip_elements", "oip_tensor_bytes", "oip_in_form",
+        "oip_upstream_form", "oip_error", "oip_convert_time", "status",
+        "request_uri"]
+
+
+class Variables(GatewayTestCase):
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rt = cls.start_runtime("triton")
+        fmt = "\\t".join("$" + v for v in VARS)
+        http = """
+    log_format oip escape=json '%s';
+    limit_req_zone $oip_model zone=per_model:1m rate=1r/m;
+    limit_req_status 429;
+""" % fmt
+        server = """
+        access_log {dir}/oip.log oip;
+
+        location /binary/ {{
+            oip on;
+            oip_upstream_inputs binary;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location /keep/ {{
+            oip on;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location /raw/ {{
+            oip on;
+            oip_raw_input INPUT0 FP32 -1;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location /limited/ {{
+            limit_req zone=per_model;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location / {{
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+"""
+        cls.ngx = cls.start_nginx(server, http=http, workers=2,
+                                  rt=cls.rt.port)
+        cls.log = os.path.join(cls.ngx.dir, "oip.log")
+
+    def logged(self, uri):
+        """The access log's fields for the last request to uri."""
+        deadline = time.time() + 5 * SLOW
+        while time.time() < deadline:
+            if os.path.exists(self.log):
+                with open(self.log) as f:
+                    for line in reversed(f.read().splitlines()):
+                        fields = dict(zip(VARS, line.split("\t")))
+                        if fields.get("request_uri") == uri:
+                            return fields
+            time.sleep(0.05)
+        self.fail("no log line for %s" % uri)
+
+    def check(self, fields, **want):
+        for k, v in want.items():
+            self.assertEqual(fields["oip_" + k], v, (k, fields))
+
+    def test_json_converted(self):
+        uri = "/binary/v2/models/identity/infer"
+        doc = {"id": "req-\u00e9\"7", "inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [2],
+             "data": [1.5, 2]},
+            {"name": "INPUT1", "datatype": "INT8", "shape": [1, 3],
+             "data": [[1, 2, 3]]}]}
+        st, _, body = self.ngx.post(uri, json.dumps(doc))
+        self.assertEqual(st, 200, body)
+        f = self.logged(uri)
+        self.check(f, model="identity", model_version="",
+                   request_id='req-\\u00e9\\"7'.replace("\\u00e9", "é"),
+                   inputs="2", elements="5", tensor_bytes="11",
+                   in_form="json", upstream_form="binary", error="")
+        self.assertRegex(f["oip_convert_time"], r"^\d+\.\d{3}$")
+
+    def test_binary_and_mixed(self):
+        uri = "/keep/v2/models/identity/versions/1/infer"
+        body, n = binary_body({"inputs": [
+            {"name": "INPUT0", "datatype": "INT16", "shape": [2],
+             "parameters": {"binary_data_size": 4}},
+            {"name": "INPUT1", "datatype": "BOOL", "shape": [1],
+             "data": [True]}]}, [struct.pack("<2h", 1, -1)])
+        st, _, out = self.ngx.post(uri, body, {IHCL: str(n)})
+        self.assertEqual(st, 200, out)
+        self.check(self.logged(uri), model="identity", model_version="1",
+                   request_id="", inputs="2", elements="3",
+                   tensor_bytes="5", in_form="mixed", upstream_form="mixed")
+
+        uri = "/binary/v2/models/identity/infer?b"
+        body, n = binary_body({"inputs": [
+            {"name": "INPUT0", "datatype": "UINT8", "shape": [4],
+             "parameters": {"binary_data_size": 4}}]}, [b"\1\2\3\4"])
+        self.ngx.post(uri, body, {IHCL: str(n)})
+        self.check(self.logged(uri), inputs="1", tensor_bytes="4",
+                   in_form="binary", upstream_form="binary")
+
+    def test_raw(self):
+        uri = "/raw/v2/models/identity/infer"
+        st, _, out = self.ngx.post(uri, struct.pack("<3f", 1, 2, 3),
+                                   {IHCL: "0"})
+        self.assertEqual(st, 200, out)
+        self.check(self.logged(uri), inputs="1", elements="3",
+                   tensor_bytes="12", in_form="raw", upstream_form="binary")
+        uri = "/keep/v2/models/identity_fp32/infer"
+        self.ngx.post(uri, struct.pack("<2f", 1, 2), {IHCL: "0"})
+        self.check(self.logged(uri), inputs="1", elements="0",
+                   tensor_bytes="8", in_form="raw", upstream_form="raw")
+
+    def test_gzip(self):
+        uri = "/keep/v2/models/identity/infer?gz"
+        doc = {"inputs": [{"name": "INPUT0", "datatype": "INT32",
+                           "shape": [3], "data": [1, 2, 3]}]}
+        st, _, out = self.ngx.post(uri, gzip.compress(json.dumps(doc)
+                                                      .encode()),
+                                   {"Content-Encoding": "gzip"})
+        self.assertEqual(st, 200, out)
+        self.check(self.logged(uri), inputs="1", elements="3",
+                   tensor_bytes="12", in_form="json", upstream_form="json")
+
+    def test_refused(self):
+        uri = "/binary/v2/models/simple/infer"
+        doc = {"id": "x", "inputs": [{"name": "INPUT0", "datatype": "INT32",
+                                      "shape": [2], "data": [1]}]}
+        self.assertJSONError(self.ngx.post(uri, json.dumps(doc)), 400)
+        f = self.logged(uri)
+        self.check(f, model="simple", request_id="", inputs="",
+                   in_form="", convert_time="",
+                   error="input 'INPUT0': data has 1 elements, shape [2] "
+                         "needs 2")
+        self.assertEqual(f["status"], "400")
+
+    def test_not_infer(self):
+        self.ngx.request("GET", "/v2/models/simple")
+        f = self.logged("/v2/models/simple")
+        self.check(f, model="", model_version="", inputs="", error="")
+
+    def test_limit_req_per_model(self):
+        """limit_req_zone $oip_model: the model is known from the first
+        phase, oip on or not."""
+        doc = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT8",
+                                      "shape": [1], "data": [1]}]})
+        first = self.ngx.post("/limited/v2/models/identity/infer", doc)[0]
+        again = self.ngx.post("/limited/v2/models/identity/infer", doc)[0]
+        other = self.ngx.post("/limited/v2/models/identity_fp32/infer",
+                              json.dumps({"inputs": [
+                                  {"name": "INPUT0", "datatype": "FP32",
+                                   "shape": [1], "data": [1]}]}))[0]
+        self.assertEqual((first, again, other), (200, 429, 200))
+        self.assertEqual(self.logged("/limited/v2/models/identity/infer")
+                         ["oip_model"], "identity")
+
+
+if __name__ == "__main__":
+    run_tests()
