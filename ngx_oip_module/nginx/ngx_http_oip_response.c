@@ -276,6 +276,9 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
     case NGX_HTTP_SERVICE_UNAVAILABLE:
         msg = "the service is unavailable";
         break;
+    case NGX_HTTP_TOO_MANY_REQUESTS:
+        msg = "too many requests: a limit_req or limit_conn limit";
+        break;
     default:
         msg = "the request failed";
     }

@@ -115,7 +115,9 @@ ngx_http_oip_var_model(ngx_http_request_t *r, ngx_http_variable_value_t *v,
 
     ctx = ngx_http_oip_var_ctx(r);
 
-    if (ctx) {
+    /* a context made only for nginx's error page has no model */
+
+    if (ctx && ctx->model.len) {
         model = ctx->model;
         version = ctx->version;
 

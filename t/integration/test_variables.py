@@ -53,6 +53,7 @@ class Variables(GatewayTestCase):
             proxy_pass http://127.0.0.1:{rt}/;
         }}
         location /limited/ {{
+            oip on;
             limit_req zone=per_model;
             proxy_pass http://127.0.0.1:{rt}/;
         }}
@@ -164,7 +165,10 @@ class Variables(GatewayTestCase):
         doc = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT8",
                                       "shape": [1], "data": [1]}]})
         first = self.ngx.post("/limited/v2/models/identity/infer", doc)[0]
-        again = self.ngx.post("/limited/v2/models/identity/infer", doc)[0]
+        again = self.ngx.post("/limited/v2/models/identity/infer", doc)
+        # refused before the body, in the protocol's shape all the same
+        self.assertJSONError(again, 429, "too many requests")
+        again = again[0]
         other = self.ngx.post("/limited/v2/models/identity_fp32/infer",
                               json.dumps({"inputs": [
                                   {"name": "INPUT0", "datatype": "FP32",
