@@ -22,13 +22,11 @@ typedef enum {
 
 static ngx_int_t ngx_http_oip_var_model(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
-static ngx_int_t ngx_http_oip_var_id(ngx_http_request_t *r,
+static ngx_int_t ngx_http_oip_var_string(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_count(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_form(ngx_http_request_t *r,
-    ngx_http_variable_value_t *v, uintptr_t data);
-static ngx_int_t ngx_http_oip_var_error(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_convert_time(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
@@ -45,8 +43,8 @@ static ngx_http_variable_t  ngx_http_oip_vars[] = {
     { ngx_string("oip_model_version"), NULL, ngx_http_oip_var_model, 1,
       NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("oip_request_id"), NULL, ngx_http_oip_var_id, 0,
-      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("oip_request_id"), NULL, ngx_http_oip_var_string,
+      offsetof(ngx_http_oip_ctx_t, id), NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("oip_inputs"), NULL, ngx_http_oip_var_count,
       NGX_HTTP_OIP_VAR_INPUTS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
@@ -63,8 +61,8 @@ static ngx_http_variable_t  ngx_http_oip_vars[] = {
     { ngx_string("oip_upstream_form"), NULL, ngx_http_oip_var_form, 1,
       NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
-    { ngx_string("oip_error"), NULL, ngx_http_oip_var_error, 0,
-      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+    { ngx_string("oip_error"), NULL, ngx_http_oip_var_string,
+      offsetof(ngx_http_oip_ctx_t, error), NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("oip_convert_time"), NULL, ngx_http_oip_var_convert_time,
       0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
@@ -141,20 +139,30 @@ ngx_http_oip_var_model(ngx_http_request_t *r, ngx_http_variable_value_t *v,
 }
 
 
+/* a string of the context: the id (set once processed), the error */
+
 static ngx_int_t
-ngx_http_oip_var_id(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+ngx_http_oip_var_string(ngx_http_request_t *r, ngx_http_variable_value_t *v,
     uintptr_t data)
 {
+    ngx_str_t           *str;
     ngx_http_oip_ctx_t  *ctx;
 
     ctx = ngx_http_oip_var_ctx(r);
 
-    if (ctx == NULL || !ctx->counted || ctx->id.len == 0) {
+    if (ctx == NULL) {
         v->not_found = 1;
         return NGX_OK;
     }
 
-    ngx_http_oip_var_str(v, ctx->id.data, ctx->id.len);
+    str = (ngx_str_t *) ((u_char *) ctx + data);
+
+    if (str->len == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    ngx_http_oip_var_str(v, str->data, str->len);
 
     return NGX_OK;
 }
@@ -216,25 +224,6 @@ ngx_http_oip_var_form(ngx_http_request_t *r, ngx_http_variable_value_t *v,
 
     ngx_http_oip_var_str(v, ngx_http_oip_forms[form].data,
                          ngx_http_oip_forms[form].len);
-
-    return NGX_OK;
-}
-
-
-static ngx_int_t
-ngx_http_oip_var_error(ngx_http_request_t *r, ngx_http_variable_value_t *v,
-    uintptr_t data)
-{
-    ngx_http_oip_ctx_t  *ctx;
-
-    ctx = ngx_http_oip_var_ctx(r);
-
-    if (ctx == NULL || ctx->error.len == 0) {
-        v->not_found = 1;
-        return NGX_OK;
-    }
-
-    ngx_http_oip_var_str(v, ctx->error.data, ctx->error.len);
 
     return NGX_OK;
 }
