@@ -17,6 +17,7 @@
 
 static char *ngx_http_oip_raw_input(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static void *ngx_http_oip_create_main_conf(ngx_conf_t *cf);
 static void *ngx_http_oip_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
@@ -174,6 +175,20 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       offsetof(ngx_http_oip_loc_conf_t, sig_coerce),
       NULL },
 
+    { ngx_string("oip_metrics_zone"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
+      ngx_http_oip_metrics_zone,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("oip_metrics"),
+      NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_NOARGS,
+      ngx_http_oip_metrics,
+      0,
+      0,
+      NULL },
+
       ngx_null_command
 };
 
@@ -182,7 +197,7 @@ static ngx_http_module_t  ngx_http_oip_module_ctx = {
     ngx_http_oip_variables_add,            /* preconfiguration */
     ngx_http_oip_init,                     /* postconfiguration */
 
-    NULL,                                  /* create main configuration */
+    ngx_http_oip_create_main_conf,         /* create main configuration */
     NULL,                                  /* init main configuration */
 
     NULL,                                  /* create server configuration */
@@ -207,6 +222,13 @@ ngx_module_t  ngx_http_oip_module = {
     NULL,                                  /* exit master */
     NGX_MODULE_V1_PADDING
 };
+
+
+static void *
+ngx_http_oip_create_main_conf(ngx_conf_t *cf)
+{
+    return ngx_pcalloc(cf->pool, sizeof(ngx_http_oip_main_conf_t));
+}
 
 
 static void *
@@ -335,9 +357,21 @@ ngx_http_oip_raw_input(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 static ngx_int_t
 ngx_http_oip_init(ngx_conf_t *cf)
 {
+    ngx_http_handler_pt        *h;
+    ngx_http_core_main_conf_t  *cmcf;
+
     if (ngx_http_oip_request_init(cf) != NGX_OK) {
         return NGX_ERROR;
     }
+
+    cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
+
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_LOG_PHASE].handlers);
+    if (h == NULL) {
+        return NGX_ERROR;
+    }
+
+    *h = ngx_http_oip_metrics_log;
 
     return ngx_http_oip_response_init(cf);
 }

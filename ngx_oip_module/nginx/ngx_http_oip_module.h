@@ -32,6 +32,17 @@
 #define NGX_HTTP_OIP_SIG_CLOSED        1
 
 
+/* what became of the upstream's answer, for the metrics */
+#define NGX_HTTP_OIP_ANSWER_CONVERTED  1
+#define NGX_HTTP_OIP_ANSWER_PASSED     2
+#define NGX_HTTP_OIP_ANSWER_FAILED     3
+
+
+typedef struct {
+    ngx_shm_zone_t        *metrics;         /* oip_metrics_zone, or NULL */
+} ngx_http_oip_main_conf_t;
+
+
 /* a request's step of finding its model's signature (signature.c) */
 typedef struct ngx_http_oip_sig_s  ngx_http_oip_sig_t;
 
@@ -77,7 +88,9 @@ typedef struct {
     size_t                 tensor_bytes;
     ngx_uint_t             in_form;       /* oip_shape_e */
     ngx_uint_t             upstream_form;
-    uint64_t               convert_usec;  /* request and answer */
+    uint64_t               request_usec;  /* converting the request */
+    uint64_t               answer_usec;   /* converting its answer */
+    ngx_uint_t             answer;        /* NGX_HTTP_OIP_ANSWER_*, or 0 */
 
     /* the response path */
     oip_wish_t             wish;
@@ -94,6 +107,8 @@ typedef struct {
     unsigned               body_read:1; /* processed once already */
     unsigned               misfit:1;    /* refused by the signature */
     unsigned               counted:1;   /* the variables' values are set */
+    unsigned               sig_refused:1; /* its model is not found */
+    unsigned               answer_timed:1; /* the answer was converted */
 } ngx_http_oip_ctx_t;
 
 
@@ -124,6 +139,12 @@ ngx_int_t ngx_http_oip_chain(ngx_http_request_t *r, oip_seg_t *segs,
 /* the variables (ngx_http_oip_variables.c) */
 ngx_int_t ngx_http_oip_variables_add(ngx_conf_t *cf);
 uint64_t ngx_http_oip_usec(void);
+
+/* the metrics (ngx_http_oip_metrics.c) */
+char *ngx_http_oip_metrics_zone(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+char *ngx_http_oip_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+ngx_int_t ngx_http_oip_metrics_log(ngx_http_request_t *r);
 
 /* the model-aware edge (ngx_http_oip_signature.c) */
 char *ngx_http_oip_signature_zone(ngx_conf_t *cf, ngx_command_t *cmd,

@@ -245,7 +245,7 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     rc = oip_request_process(&res, &alloc, &opt, &framing, body, len);
 
-    ctx->convert_usec += ngx_http_oip_usec() - start;
+    ctx->request_usec += ngx_http_oip_usec() - start;
 
     if (rc != 0) {
         ctx->misfit = res.misfit;

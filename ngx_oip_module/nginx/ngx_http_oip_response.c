@@ -487,7 +487,8 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     rc = oip_response_process(&res, &alloc, &opt, &ctx->wish, &framing,
                               ctx->buf ? ctx->buf : (u_char *) "", ctx->len);
 
-    ctx->convert_usec += ngx_http_oip_usec() - start;
+    ctx->answer_usec += ngx_http_oip_usec() - start;
+    ctx->answer_timed = 1;
 
     if (rc != 0) {
         return ngx_http_oip_send_upstream_error(r, ctx, res.status,
@@ -499,6 +500,9 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
                    "segments:%uz",
                    res.rewritten ? "reshaped" : "already as asked",
                    res.binary, res.body_len, res.header_len, res.nsegs);
+
+    ctx->answer = res.rewritten ? NGX_HTTP_OIP_ANSWER_CONVERTED
+                                : NGX_HTTP_OIP_ANSWER_PASSED;
 
     return ngx_http_oip_send(r, ctx, &res);
 }
@@ -694,6 +698,7 @@ ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
 {
     ngx_buf_t  *b;
 
+    ctx->answer = NGX_HTTP_OIP_ANSWER_FAILED;
     ctx->sent = 1;
 
     ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,

@@ -251,7 +251,7 @@ ngx_http_oip_var_convert_time(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
-    ms = (ctx->convert_usec + 500) / 1000;
+    ms = (ctx->request_usec + ctx->answer_usec + 500) / 1000;
 
     ngx_http_oip_var_str(v, p, ngx_sprintf(p, "%uL.%03uL", ms / 1000,
                                            ms % 1000) - p);

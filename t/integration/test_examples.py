@@ -96,7 +96,13 @@ class Examples(unittest.TestCase):
                 ("oip_signature_zone zone=z:1m valid=soon;", "invalid time"),
                 ("oip_signature_zone zone=z:1m x=1;", "invalid parameter"),
                 ("oip_signature_zone zone=z:1m; oip_signature_zone "
-                 "zone=z:1m;", "is already declared")]:
+                 "zone=z:1m;", "is already declared"),
+                ("oip_metrics_zone zone=m:64k models=100;",
+                 "is too small for 100 models"),
+                ("oip_metrics_zone zone=m:1m models=x;", "invalid"),
+                ("oip_metrics_zone models=3;", "takes zone=NAME:SIZE"),
+                ("oip_metrics_zone zone=m:1m; oip_metrics_zone zone=n:1m;",
+                 "is duplicate")]:
             with self.subTest(http=http):
                 rc, err = nginx_t("load_module %s;\nevents {}\nhttp { %s "
                                   "server { listen 127.0.0.1:1; } }\n"

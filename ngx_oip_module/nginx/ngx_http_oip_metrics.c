@@ -1,0 +1,775 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * Prometheus metrics shared by all workers: oip_metrics_zone declares a
+ * zone of counters (one block per model, atomics, stub_status's way), a
+ * log-phase handler counts every infer request of an oip location into
+ * it, and oip_metrics writes the text exposition format 0.0.4.
+ *
+ * Model names come from clients: at most models= of them get a block,
+ * and only once an upstream answered them with something else than 404
+ * or their signature was found; all the others count as "_other".
+ */
+
+
+#include "ngx_http_oip_module.h"
+
+
+#define NGX_HTTP_OIP_M_NAME       128
+
+#define NGX_HTTP_OIP_M_PASSED     0
+#define NGX_HTTP_OIP_M_CONVERTED  1
+#define NGX_HTTP_OIP_M_REJECTED   2
+
+#define NGX_HTTP_OIP_M_CODES      15        /* the list below, and "other" */
+#define NGX_HTTP_OIP_M_REASONS    8
+#define NGX_HTTP_OIP_M_BUCKETS    11        /* the list below, and +Inf */
+
+
+typedef struct {
+    ngx_atomic_t               requests[3][NGX_HTTP_OIP_M_CODES];
+    ngx_atomic_t               rejections[NGX_HTTP_OIP_M_REASONS];
+    ngx_atomic_t               bytes[2];          /* request: json, binary */
+    ngx_atomic_t               hist[2][NGX_HTTP_OIP_M_BUCKETS];
+    ngx_atomic_t               hist_usec[2];      /* request, response */
+    ngx_atomic_t               answers[3];        /* converted, passed,
+                                                     failed */
+} ngx_http_oip_mcount_t;
+
+
+typedef struct {
+    ngx_atomic_t               ready;
+    size_t                     len;
+    u_char                     name[NGX_HTTP_OIP_M_NAME];
+    ngx_http_oip_mcount_t      c;
+} ngx_http_oip_mslot_t;
+
+
+typedef struct {
+    ngx_atomic_t               nslots;            /* _other included */
+    ngx_http_oip_mslot_t       slot[1];
+} ngx_http_oip_msh_t;
+
+
+typedef struct {
+    ngx_http_oip_msh_t        *sh;
+    ngx_slab_pool_t           *shpool;
+    ngx_uint_t                 models;
+} ngx_http_oip_mzone_t;
+
+
+static ngx_int_t ngx_http_oip_metrics_init_zone(ngx_shm_zone_t *shm_zone,
+    void *data);
+static ngx_int_t ngx_http_oip_metrics_handler(ngx_http_request_t *r);
+static ngx_http_oip_mslot_t *ngx_http_oip_metrics_slot(
+    ngx_http_oip_mzone_t *z, ngx_str_t *model, ngx_uint_t earned);
+static ngx_uint_t ngx_http_oip_metrics_reason(ngx_http_oip_ctx_t *ctx,
+    ngx_uint_t status);
+static void ngx_http_oip_metrics_observe(ngx_http_oip_mcount_t *c,
+    ngx_uint_t direction, uint64_t usec);
+static u_char *ngx_http_oip_metrics_label(u_char *p, u_char *name,
+    size_t len);
+
+
+static ngx_uint_t  ngx_http_oip_m_codes[NGX_HTTP_OIP_M_CODES - 1] = {
+    200, 400, 404, 408, 413, 415, 422, 429, 499, 500, 501, 502, 503, 504
+};
+
+static ngx_str_t  ngx_http_oip_m_outcomes[] = {
+    ngx_string("passed"), ngx_string("converted"), ngx_string("rejected")
+};
+
+static ngx_str_t  ngx_http_oip_m_reasons[] = {
+    ngx_string("syntax"), ngx_string("shape"), ngx_string("datatype"),
+    ngx_string("limit"), ngx_string("signature"), ngx_string("encoding"),
+    ngx_string("other"), ngx_string("limited")
+};
+
+static ngx_str_t  ngx_http_oip_m_answers[] = {
+    ngx_string("converted"), ngx_string("passed"), ngx_string("failed")
+};
+
+/* seconds, as text and in microseconds */
+static const char  *ngx_http_oip_m_le[NGX_HTTP_OIP_M_BUCKETS - 1] = {
+    "0.0001", "0.0005", "0.001", "0.005", "0.01", "0.05", "0.1", "0.5",
+    "1", "5"
+};
+
+static uint64_t  ngx_http_oip_m_le_usec[NGX_HTTP_OIP_M_BUCKETS - 1] = {
+    100, 500, 1000, 5000, 10000, 50000, 100000, 500000, 1000000, 5000000
+};
+
+
+/* oip_metrics_zone zone=NAME:SIZE [models=N] */
+
+char *
+ngx_http_oip_metrics_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_oip_main_conf_t *omcf = conf;
+
+    u_char                *p;
+    size_t                 need;
+    ssize_t                size;
+    ngx_int_t              n;
+    ngx_str_t             *value, name, s;
+    ngx_uint_t             i, models;
+    ngx_http_oip_mzone_t  *z;
+
+    if (omcf->metrics) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+    name.len = 0;
+    size = 0;
+    models = 100;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "zone=", 5) == 0) {
+            name.data = value[i].data + 5;
+            p = (u_char *) ngx_strchr(name.data, ':');
+
+            if (p == NULL) {
+                return "takes zone=NAME:SIZE";
+            }
+
+            name.len = p - name.data;
+            s.data = p + 1;
+            s.len = value[i].data + value[i].len - s.data;
+            size = ngx_parse_size(&s);
+
+            if (size == NGX_ERROR || name.len == 0) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid zone \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "models=", 7) == 0) {
+            n = ngx_atoi(value[i].data + 7, value[i].len - 7);
+
+            if (n == NGX_ERROR || n > 100000) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            models = n;
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (name.len == 0) {
+        return "takes zone=NAME:SIZE";
+    }
+
+    /* every block is there from the start: a zone that cannot hold them
+     * is refused now, not found full under traffic */
+
+    need = sizeof(ngx_http_oip_msh_t) + models * sizeof(ngx_http_oip_mslot_t)
+           + 8 * ngx_pagesize;
+
+    if ((size_t) size < need) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "zone \"%V\" is too small for %ui models: it "
+                           "needs %uzk", &name, models, need / 1024 + 1);
+        return NGX_CONF_ERROR;
+    }
+
+    z = ngx_pcalloc(cf->pool, sizeof(ngx_http_oip_mzone_t));
+    if (z == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    z->models = models;
+
+    omcf->metrics = ngx_shared_memory_add(cf, &name, size,
+                                          &ngx_http_oip_module);
+    if (omcf->metrics == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    if (omcf->metrics->data) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "zone \"%V\" is already declared", &name);
+        return NGX_CONF_ERROR;
+    }
+
+    omcf->metrics->init = ngx_http_oip_metrics_init_zone;
+    omcf->metrics->data = z;
+
+    return NGX_CONF_OK;
+}
+
+
+/* a reload keeps the counters when the zone and models= are the same */
+
+static ngx_int_t
+ngx_http_oip_metrics_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+{
+    ngx_http_oip_mzone_t  *oz = data;
+
+    size_t                 size;
+    ngx_http_oip_mzone_t  *z;
+
+    z = shm_zone->data;
+
+    if (oz && oz->models == z->models) {
+        z->sh = oz->sh;
+        z->shpool = oz->shpool;
+        return NGX_OK;
+    }
+
+    z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (shm_zone->shm.exists && oz == NULL) {
+        z->sh = z->shpool->data;
+        return NGX_OK;
+    }
+
+    size = sizeof(ngx_http_oip_msh_t)
+           + z->models * sizeof(ngx_http_oip_mslot_t);
+
+    if (oz) {
+        /* models= changed: counting starts again */
+        ngx_slab_free(z->shpool, oz->sh);
+    }
+
+    z->sh = ngx_slab_calloc(z->shpool, size);
+    if (z->sh == NULL) {
+        return NGX_ERROR;
+    }
+
+    z->sh->nslots = 1;
+    z->sh->slot[0].ready = 1;
+    z->sh->slot[0].len = sizeof("_other") - 1;
+    ngx_memcpy(z->sh->slot[0].name, "_other", sizeof("_other") - 1);
+
+    z->shpool->data = z->sh;
+
+    return NGX_OK;
+}
+
+
+/* oip_metrics: this location answers the zone's counters */
+
+char *
+ngx_http_oip_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_core_loc_conf_t  *clcf;
+
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = ngx_http_oip_metrics_handler;
+
+    return NGX_CONF_OK;
+}
+
+
+/*
+ * The log phase: every infer request of an oip location, whatever
+ * became of it (refused by the module, by limit_req before its body,
+ * answered by the upstream).
+ */
+
+ngx_int_t
+ngx_http_oip_metrics_log(ngx_http_request_t *r)
+{
+    ngx_str_t                  model, version;
+    ngx_uint_t                 i, code, outcome, earned, status;
+    ngx_http_oip_ctx_t        *ctx;
+    ngx_http_oip_mslot_t      *slot;
+    ngx_http_oip_mzone_t      *z;
+    ngx_http_oip_mcount_t     *c;
+    ngx_http_oip_loc_conf_t   *olcf;
+    ngx_http_oip_main_conf_t  *omcf;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_oip_module);
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    if (omcf->metrics == NULL || !olcf->enable || r != r->main) {
+        return NGX_OK;
+    }
+
+    ctx = ngx_http_oip_get_ctx(r);
+
+    if (ctx && ctx->model.len) {
+        model = ctx->model;
+
+    } else if (r->method != NGX_HTTP_POST
+               || ngx_http_oip_infer_uri(&r->uri, &model, &version)
+                  != NGX_OK)
+    {
+        return NGX_OK;
+    }
+
+    z = omcf->metrics->data;
+    status = r->headers_out.status;
+
+    /* a model earns its label when it is known to be there */
+
+    earned = (ctx && ctx->signature)
+             || (r->upstream && r->upstream->state
+                 && r->upstream->state->status
+                 && r->upstream->state->status != NGX_HTTP_NOT_FOUND);
+
+    slot = ngx_http_oip_metrics_slot(z, &model, earned);
+    c = &slot->c;
+
+    for (code = 0; code < NGX_HTTP_OIP_M_CODES - 1; code++) {
+        if (ngx_http_oip_m_codes[code] == status) {
+            break;
+        }
+    }
+
+    if (ctx && ctx->error.len) {
+        outcome = NGX_HTTP_OIP_M_REJECTED;
+
+    } else if ((ctx == NULL || !ctx->counted)
+               && status >= NGX_HTTP_BAD_REQUEST)
+    {
+        /* refused before the module saw the body */
+        outcome = NGX_HTTP_OIP_M_REJECTED;
+
+    } else if (ctx && ctx->counted
+               && (ctx->in_form != ctx->upstream_form
+                   || ctx->answer == NGX_HTTP_OIP_ANSWER_CONVERTED))
+    {
+        outcome = NGX_HTTP_OIP_M_CONVERTED;
+
+    } else {
+        outcome = NGX_HTTP_OIP_M_PASSED;
+    }
+
+    (void) ngx_atomic_fetch_add(&c->requests[outcome][code], 1);
+
+    if (outcome == NGX_HTTP_OIP_M_REJECTED) {
+        i = ngx_http_oip_metrics_reason(ctx, status);
+        (void) ngx_atomic_fetch_add(&c->rejections[i], 1);
+        return NGX_OK;
+    }
+
+    if (ctx == NULL || !ctx->counted) {
+        return NGX_OK;
+    }
+
+    if (ctx->in_form == OIP_SHAPE_JSON) {
+        (void) ngx_atomic_fetch_add(&c->bytes[0], ctx->tensor_bytes);
+
+    } else if (ctx->in_form != OIP_SHAPE_NONE) {
+        /* binary, raw; mixed counted as binary, its larger part mostly */
+        (void) ngx_atomic_fetch_add(&c->bytes[1], ctx->tensor_bytes);
+    }
+
+    ngx_http_oip_metrics_observe(c, 0, ctx->request_usec);
+
+    if (ctx->answer_timed) {
+        ngx_http_oip_metrics_observe(c, 1, ctx->answer_usec);
+    }
+
+    if (ctx->answer) {
+        (void) ngx_atomic_fetch_add(&c->answers[ctx->answer - 1], 1);
+
+    } else if (r->upstream && r->upstream->state
+               && r->upstream->state->status)
+    {
+        /* not held: passed on as it came */
+        (void) ngx_atomic_fetch_add(
+                          &c->answers[NGX_HTTP_OIP_ANSWER_PASSED - 1], 1);
+    }
+
+    return NGX_OK;
+}
+
+
+/*
+ * The model's block, or _other's.  Blocks are found without a lock: a
+ * block's name is written before it is marked ready, and never again.
+ */
+
+static ngx_http_oip_mslot_t *
+ngx_http_oip_metrics_slot(ngx_http_oip_mzone_t *z, ngx_str_t *model,
+    ngx_uint_t earned)
+{
+    ngx_uint_t             i, n;
+    ngx_http_oip_mslot_t  *s;
+
+    if (model->len > NGX_HTTP_OIP_M_NAME) {
+        return &z->sh->slot[0];
+    }
+
+    n = z->sh->nslots;
+
+    for (i = 1; i < n; i++) {
+        s = &z->sh->slot[i];
+
+        if (s->ready && s->len == model->len
+            && ngx_memcmp(s->name, model->data, model->len) == 0)
+        {
+            return s;
+        }
+    }
+
+    if (!earned || n > z->models) {
+        return &z->sh->slot[0];
+    }
+
+    ngx_shmtx_lock(&z->shpool->mutex);
+
+    /* another worker may have added it, or taken the last block */
+
+    for (i = n; i < z->sh->nslots; i++) {
+        s = &z->sh->slot[i];
+
+        if (s->len == model->len
+            && ngx_memcmp(s->name, model->data, model->len) == 0)
+        {
+            ngx_shmtx_unlock(&z->shpool->mutex);
+            return s;
+        }
+    }
+
+    if (z->sh->nslots > z->models) {
+        ngx_shmtx_unlock(&z->shpool->mutex);
+        return &z->sh->slot[0];
+    }
+
+    s = &z->sh->slot[z->sh->nslots];
+    ngx_memcpy(s->name, model->data, model->len);
+    s->len = model->len;
+
+    ngx_memory_barrier();
+    s->ready = 1;
+    ngx_memory_barrier();
+
+    z->sh->nslots++;
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+
+    return s;
+}
+
+
+static void
+ngx_http_oip_metrics_observe(ngx_http_oip_mcount_t *c, ngx_uint_t direction,
+    uint64_t usec)
+{
+    ngx_uint_t  i;
+
+    for (i = 0; i < NGX_HTTP_OIP_M_BUCKETS - 1; i++) {
+        if (usec <= ngx_http_oip_m_le_usec[i]) {
+            break;
+        }
+    }
+
+    (void) ngx_atomic_fetch_add(&c->hist[direction][i], 1);
+    (void) ngx_atomic_fetch_add(&c->hist_usec[direction], usec);
+}
+
+
+static ngx_uint_t
+ngx_http_oip_metrics_reason(ngx_http_oip_ctx_t *ctx, ngx_uint_t status)
+{
+    ngx_str_t  *e;
+
+    if (ctx == NULL || ctx->error.len == 0) {
+        /* refused before the body: limit_req, limit_conn; or a size */
+        return (status == NGX_HTTP_REQUEST_ENTITY_TOO_LARGE) ? 3 : 7;
+    }
+
+    if (ctx->misfit || ctx->sig_refused) {
+        return 4;
+    }
+
+    switch (status) {
+    case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
+        return 3;
+    case NGX_HTTP_UNSUPPORTED_MEDIA_TYPE:
+        return 5;
+    }
+
+    /* the codec's messages say what broke; their words are stable */
+
+    e = &ctx->error;
+
+#define ngx_http_oip_says(s)                                                  \
+    (ngx_strlcasestrn(e->data, e->data + e->len, (u_char *) s,                \
+                      sizeof(s) - 2) != NULL)
+
+    if (ngx_http_oip_says("invalid JSON") || ngx_http_oip_says("holds no JSON")
+        || ngx_http_oip_says("must be a JSON"))
+    {
+        return 0;
+    }
+
+    if (ngx_http_oip_says("compress") || ngx_http_oip_says("gzip")
+        || ngx_http_oip_says("deflate"))
+    {
+        return 5;
+    }
+
+    if (ngx_http_oip_says("shape") || ngx_http_oip_says("elements")
+        || ngx_http_oip_says("binary_data_size")
+        || ngx_http_oip_says("Inference-Header-Content-Length"))
+    {
+        return 1;
+    }
+
+    if (ngx_http_oip_says("datatype") || ngx_http_oip_says("out of range")
+        || ngx_http_oip_says("not an integer")
+        || ngx_http_oip_says("expected"))
+    {
+        return 2;
+    }
+
+#undef ngx_http_oip_says
+
+    return 6;
+}
+
+
+static ngx_int_t
+ngx_http_oip_metrics_handler(ngx_http_request_t *r)
+{
+    size_t                     size;
+    u_char                    *p;
+    ngx_int_t                  rc;
+    ngx_buf_t                 *b;
+    ngx_uint_t                 i, n, o, k, d;
+    ngx_chain_t                out;
+    ngx_atomic_uint_t          v, cum;
+    ngx_http_oip_mslot_t      *s;
+    ngx_http_oip_mzone_t      *z;
+    ngx_http_oip_main_conf_t  *omcf;
+
+    if (r->method != NGX_HTTP_GET && r->method != NGX_HTTP_HEAD) {
+        return NGX_HTTP_NOT_ALLOWED;
+    }
+
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) {
+        return rc;
+    }
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_oip_module);
+
+    if (omcf->metrics == NULL) {
+        return NGX_HTTP_NOT_FOUND;
+    }
+
+    z = omcf->metrics->data;
+    n = z->sh->nslots;
+
+    /* a line: the name, labels (a model escaped: 4 times its length at
+     * most), a 20-digit value */
+
+    size = 4096 + n * (3 * NGX_HTTP_OIP_M_CODES + NGX_HTTP_OIP_M_REASONS
+                       + 2 + 2 * (NGX_HTTP_OIP_M_BUCKETS + 2) + 3)
+                  * (128 + 4 * NGX_HTTP_OIP_M_NAME);
+
+    b = ngx_create_temp_buf(r->pool, size);
+    if (b == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    p = b->last;
+
+#define ngx_http_oip_head(name, type, help)                                   \
+    p = ngx_cpymem(p, "# HELP " name " " help "\n# TYPE " name " " type "\n", \
+                   sizeof("# HELP " name " " help "\n# TYPE " name " "        \
+                          type "\n") - 1)
+
+    ngx_http_oip_head("oip_requests_total", "counter",
+                      "Infer requests seen, by outcome and status.");
+
+    for (i = 0; i < n; i++) {
+        s = &z->sh->slot[i];
+
+        for (o = 0; o < 3; o++) {
+            for (k = 0; k < NGX_HTTP_OIP_M_CODES; k++) {
+                v = s->c.requests[o][k];
+
+                if (v == 0) {
+                    continue;
+                }
+
+                p = ngx_cpymem(p, "oip_requests_total{model=\"", 26);
+                p = ngx_http_oip_metrics_label(p, s->name, s->len);
+
+                if (k < NGX_HTTP_OIP_M_CODES - 1) {
+                    p = ngx_sprintf(p, "\",outcome=\"%V\",code=\"%ui\"} %uA\n",
+                                    &ngx_http_oip_m_outcomes[o],
+                                    ngx_http_oip_m_codes[k], v);
+
+                } else {
+                    p = ngx_sprintf(p, "\",outcome=\"%V\",code=\"other\"} "
+                                    "%uA\n", &ngx_http_oip_m_outcomes[o], v);
+                }
+            }
+        }
+    }
+
+    ngx_http_oip_head("oip_rejections_total", "counter",
+                      "Infer requests refused, by reason.");
+
+    for (i = 0; i < n; i++) {
+        s = &z->sh->slot[i];
+
+        for (k = 0; k < NGX_HTTP_OIP_M_REASONS; k++) {
+            v = s->c.rejections[k];
+
+            if (v == 0) {
+                continue;
+            }
+
+            p = ngx_cpymem(p, "oip_rejections_total{model=\"", 28);
+            p = ngx_http_oip_metrics_label(p, s->name, s->len);
+            p = ngx_sprintf(p, "\",reason=\"%V\"} %uA\n",
+                            &ngx_http_oip_m_reasons[k], v);
+        }
+    }
+
+    ngx_http_oip_head("oip_tensor_bytes_total", "counter",
+                      "Tensor bytes of accepted requests, in binary size.");
+
+    for (i = 0; i < n; i++) {
+        s = &z->sh->slot[i];
+
+        for (d = 0; d < 2; d++) {
+            v = s->c.bytes[d];
+
+            if (v == 0) {
+                continue;
+            }
+
+            p = ngx_cpymem(p, "oip_tensor_bytes_total{model=\"", 30);
+            p = ngx_http_oip_metrics_label(p, s->name, s->len);
+            p = ngx_sprintf(p, "\",direction=\"request\",form=\"%s\"} "
+                            "%uA\n", d ? "binary" : "json", v);
+        }
+    }
+
+    ngx_http_oip_head("oip_conversion_seconds", "histogram",
+                      "Time the module spent on a request and its answer.");
+
+    for (i = 0; i < n; i++) {
+        s = &z->sh->slot[i];
+
+        for (d = 0; d < 2; d++) {
+            cum = 0;
+
+            for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
+                cum += s->c.hist[d][k];
+            }
+
+            if (cum == 0) {
+                continue;
+            }
+
+            cum = 0;
+
+            for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
+                cum += s->c.hist[d][k];
+
+                p = ngx_cpymem(p, "oip_conversion_seconds_bucket{model=\"",
+                               37);
+                p = ngx_http_oip_metrics_label(p, s->name, s->len);
+                p = ngx_sprintf(p, "\",direction=\"%s\",le=\"%s\"} %uA\n",
+                                d ? "response" : "request",
+                                k < NGX_HTTP_OIP_M_BUCKETS - 1
+                                ? ngx_http_oip_m_le[k] : "+Inf", cum);
+            }
+
+            v = s->c.hist_usec[d];
+
+            p = ngx_cpymem(p, "oip_conversion_seconds_sum{model=\"", 34);
+            p = ngx_http_oip_metrics_label(p, s->name, s->len);
+            p = ngx_sprintf(p, "\",direction=\"%s\"} %uA.%06uA\n",
+                            d ? "response" : "request", v / 1000000,
+                            v % 1000000);
+
+            p = ngx_cpymem(p, "oip_conversion_seconds_count{model=\"", 36);
+            p = ngx_http_oip_metrics_label(p, s->name, s->len);
+            p = ngx_sprintf(p, "\",direction=\"%s\"} %uA\n",
+                            d ? "response" : "request", cum);
+        }
+    }
+
+    ngx_http_oip_head("oip_upstream_answers_total", "counter",
+                      "Upstream answers to accepted requests, by outcome.");
+
+    for (i = 0; i < n; i++) {
+        s = &z->sh->slot[i];
+
+        for (k = 0; k < 3; k++) {
+            v = s->c.answers[k];
+
+            if (v == 0) {
+                continue;
+            }
+
+            p = ngx_cpymem(p, "oip_upstream_answers_total{model=\"", 34);
+            p = ngx_http_oip_metrics_label(p, s->name, s->len);
+            p = ngx_sprintf(p, "\",outcome=\"%V\"} %uA\n",
+                            &ngx_http_oip_m_answers[k], v);
+        }
+    }
+
+#undef ngx_http_oip_head
+
+    b->last = p;
+    b->last_buf = (r == r->main);
+    b->last_in_chain = 1;
+
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_http_oip_content_type(r, "text/plain; version=0.0.4");
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+/* a label value: backslash, double quote and line feed escaped */
+
+static u_char *
+ngx_http_oip_metrics_label(u_char *p, u_char *name, size_t len)
+{
+    size_t  i;
+
+    for (i = 0; i < len; i++) {
+        switch (name[i]) {
+        case '\\':
+            *p++ = '\\';
+            *p++ = '\\';
+            break;
+        case '"':
+            *p++ = '\\';
+            *p++ = '"';
+            break;
+        case '\n':
+            *p++ = '\\';
+            *p++ = 'n';
+            break;
+        default:
+            *p++ = name[i];
+        }
+    }
+
+    return p;
+}

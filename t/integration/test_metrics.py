@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+#
+# Copyright (C) ngx_oip_module authors
+#
+"""Prometheus metrics through real nginx with two workers: counted
+exactly after concurrent requests of known outcomes, parsed by the
+Prometheus client's own parser (Debian's python3-prometheus-client), and
+model labels bounded whatever names clients send."""
+
+import json
+import os
+import random
+import sys
+import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from oiptest import GatewayTestCase, run_tests
+from prometheus_client.parser import text_string_to_metric_families
+
+GOOD = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16],
+                    "data": list(range(16))},
+                   {"name": "INPUT1", "datatype": "INT32", "shape": [1, 16],
+                    "data": [1] * 16}]}
+SHORT = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [2],
+                     "data": [1]}]}
+BROKEN = '{"inputs": ['
+
+
+class Metrics(GatewayTestCase):
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rt = cls.start_runtime("triton")
+        http = """
+    oip_metrics_zone zone=metrics:1m models=3;
+    limit_req_zone $oip_model zone=per_model:1m rate=1r/m;
+    limit_req_status 429;
+"""
+        server = """
+        location /binary/ {{
+            oip on;
+            oip_upstream_inputs binary;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location /keep/ {{
+            oip on;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location /limited/ {{
+            oip on;
+            limit_req zone=per_model;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location /off/ {{
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location = /metrics {{
+            oip_metrics;
+        }}
+"""
+        cls.ngx = cls.start_nginx(server, http=http, workers=2,
+                                  rt=cls.rt.port)
+
+    def scrape(self):
+        st, h, body = self.ngx.request("GET", "/metrics")
+        self.assertEqual(st, 200)
+        self.assertEqual(h["content-type"], "text/plain; version=0.0.4")
+        samples = {}
+        families = {}
+        for fam in text_string_to_metric_families(body.decode()):
+            families[fam.name] = fam.type
+            for s in fam.samples:
+                key = (s.name,) + tuple(sorted(s.labels.items()))
+                samples[key] = s.value
+        return families, samples
+
+    def value(self, samples, name, **labels):
+        return samples.get((name,) + tuple(sorted(labels.items())), 0)
+
+    def parallel(self, n, fn):
+        threads = [threading.Thread(target=fn) for _ in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    def test_counted_exactly(self):
+        post = self.ngx.post
+        self.parallel(20, lambda: post("/binary/v2/models/simple/infer",
+                                       json.dumps(GOOD)))
+        self.parallel(7, lambda: post("/keep/v2/models/simple/infer",
+                                      json.dumps(GOOD)))
+        self.parallel(5, lambda: post("/binary/v2/models/simple/infer",
+                                      json.dumps(SHORT)))
+        self.parallel(3, lambda: post("/binary/v2/models/simple/infer",
+                                      BROKEN))
+        for _ in range(4):
+            post("/off/v2/models/simple/infer", json.dumps(GOOD))
+        fams, m = self.scrape()
+
+        self.assertEqual(fams["oip_requests"], "counter")
+        self.assertEqual(fams["oip_conversion_seconds"], "histogram")
+        req = "oip_requests_total"
+        self.assertEqual(self.value(m, req, model="simple",
+                                    outcome="converted", code="200"), 20)
+        self.assertEqual(self.value(m, req, model="simple",
+                                    outcome="passed", code="200"), 7)
+        self.assertEqual(self.value(m, req, model="simple",
+                                    outcome="rejected", code="400"), 8)
+        rej = "oip_rejections_total"
+        self.assertEqual(self.value(m, rej, model="simple", reason="shape"),
+                         5)
+        self.assertEqual(self.value(m, rej, model="simple", reason="syntax"),
+                         3)
+        # 20 JSON requests of 2 x 16 INT32: 128 tensor bytes each, 7 more
+        self.assertEqual(self.value(m, "oip_tensor_bytes_total",
+                                    model="simple", direction="request",
+                                    form="json"), 27 * 128)
+        self.assertEqual(self.value(m, "oip_conversion_seconds_count",
+                                    model="simple", direction="request"), 27)
+        self.assertEqual(self.value(m, "oip_conversion_seconds_bucket",
+                                    model="simple", direction="request",
+                                    le="+Inf"), 27)
+        self.assertEqual(self.value(m, "oip_upstream_answers_total",
+                                    model="simple", outcome="passed"), 27)
+
+    def test_limited(self):
+        doc = json.dumps(GOOD)
+        self.ngx.post("/limited/v2/models/simple/infer", doc)
+        self.ngx.post("/limited/v2/models/simple/infer", doc)
+        _, m = self.scrape()
+        self.assertGreaterEqual(self.value(m, "oip_rejections_total",
+                                           model="simple",
+                                           reason="limited"), 1)
+        self.assertGreaterEqual(self.value(m, "oip_requests_total",
+                                           model="simple",
+                                           outcome="rejected", code="429"),
+                                1)
+
+
+class Cardinality(Metrics):
+    """Its own nginx: the labels it hands out are the test's."""
+
+    test_counted_exactly = None
+    test_limited = None
+
+    def test_cardinality_bounded(self):
+        """Random names never get labels: only models an upstream
+        answered (not with a 404), at most models=3 of them."""
+        rnd = random.Random(7)
+        names = ["m%08x" % rnd.getrandbits(32) for _ in range(300)]
+        for n in names:
+            self.ngx.post("/keep/v2/models/%s/infer" % n, json.dumps(GOOD))
+        for n in ("identity", "identity_fp32", "identity_bytes", "fail"):
+            self.ngx.post("/keep/v2/models/%s/infer" % n, json.dumps({
+                "inputs": [{"name": "INPUT0", "datatype": "BYTES",
+                            "shape": [1], "data": ["x"]}]}))
+        _, m = self.scrape()
+        models = {dict(k[1:]).get("model") for k in m
+                  if k[0] == "oip_requests_total"}
+        self.assertNotIn(names[0], models)
+        self.assertIn("_other", models)
+        self.assertLessEqual(len(models - {"_other"}), 3, models)
+        self.assertGreaterEqual(self.value(m, "oip_requests_total",
+                                           model="_other", outcome="passed",
+                                           code="404"), 300)
+
+
+if __name__ == "__main__":
+    run_tests()
