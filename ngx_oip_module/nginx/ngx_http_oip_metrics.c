@@ -108,11 +108,11 @@ ngx_http_oip_metrics_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_oip_main_conf_t *omcf = conf;
 
-    u_char                *p;
+    char                  *rv;
     size_t                 need;
     ssize_t                size;
     ngx_int_t              n;
-    ngx_str_t             *value, name, s;
+    ngx_str_t             *value, name;
     ngx_uint_t             i, models;
     ngx_http_oip_mzone_t  *z;
 
@@ -128,22 +128,10 @@ ngx_http_oip_metrics_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     for (i = 1; i < cf->args->nelts; i++) {
 
         if (ngx_strncmp(value[i].data, "zone=", 5) == 0) {
-            name.data = value[i].data + 5;
-            p = (u_char *) ngx_strchr(name.data, ':');
+            rv = ngx_http_oip_zone_arg(cf, &value[i], &name, &size);
 
-            if (p == NULL) {
-                return "takes zone=NAME:SIZE";
-            }
-
-            name.len = p - name.data;
-            s.data = p + 1;
-            s.len = value[i].data + value[i].len - s.data;
-            size = ngx_parse_size(&s);
-
-            if (size == NGX_ERROR || name.len == 0) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid zone \"%V\"", &value[i]);
-                return NGX_CONF_ERROR;
+            if (rv != NGX_CONF_OK) {
+                return rv;
             }
 
             continue;

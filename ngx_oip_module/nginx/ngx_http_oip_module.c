@@ -524,6 +524,39 @@ ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt)
 }
 
 
+/* zone=NAME:SIZE, for the directives that declare a zone */
+
+char *
+ngx_http_oip_zone_arg(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name,
+    ssize_t *size)
+{
+    u_char     *p;
+    ngx_str_t   s;
+
+    name->data = arg->data + 5;
+
+    p = (u_char *) ngx_strchr(name->data, ':');
+
+    if (p == NULL) {
+        return "takes zone=NAME:SIZE";
+    }
+
+    name->len = p - name->data;
+
+    s.data = p + 1;
+    s.len = arg->data + arg->len - s.data;
+
+    *size = ngx_parse_size(&s);
+
+    if (*size == NGX_ERROR || name->len == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid zone \"%V\"", arg);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
 /* now, to the microsecond, for $oip_convert_time */
 
 uint64_t

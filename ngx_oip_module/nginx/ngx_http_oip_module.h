@@ -123,6 +123,8 @@ ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model,
 void ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt);
 ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_uint_t status, const char *msg);
+char *ngx_http_oip_zone_arg(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name,
+    ssize_t *size);
 void ngx_http_oip_allocator(ngx_http_request_t *r, oip_alloc_t *alloc);
 
 ngx_table_elt_t *ngx_http_oip_header(ngx_list_t *headers, ngx_str_t *name,

@@ -159,6 +159,7 @@ static ngx_uint_t   ngx_http_oip_nfetches;
 char *
 ngx_http_oip_signature_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
+    char                     *rv;
     u_char                   *p;
     ssize_t                   size;
     ngx_str_t                *value, name, s;
@@ -177,26 +178,10 @@ ngx_http_oip_signature_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     for (i = 1; i < cf->args->nelts; i++) {
 
         if (ngx_strncmp(value[i].data, "zone=", 5) == 0) {
+            rv = ngx_http_oip_zone_arg(cf, &value[i], &name, &size);
 
-            name.data = value[i].data + 5;
-
-            p = (u_char *) ngx_strchr(name.data, ':');
-
-            if (p == NULL) {
-                return "takes zone=NAME:SIZE";
-            }
-
-            name.len = p - name.data;
-
-            s.data = p + 1;
-            s.len = value[i].data + value[i].len - s.data;
-
-            size = ngx_parse_size(&s);
-
-            if (size == NGX_ERROR || name.len == 0) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid zone \"%V\"", &value[i]);
-                return NGX_CONF_ERROR;
+            if (rv != NGX_CONF_OK) {
+                return rv;
             }
 
             if (size < (ssize_t) (8 * ngx_pagesize)) {
