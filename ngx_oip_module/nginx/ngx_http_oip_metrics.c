@@ -68,8 +68,8 @@ static ngx_uint_t ngx_http_oip_metrics_reason(ngx_http_oip_ctx_t *ctx,
     ngx_uint_t status);
 static void ngx_http_oip_metrics_observe(ngx_http_oip_mcount_t *c,
     ngx_uint_t direction, uint64_t usec);
-static u_char *ngx_http_oip_metrics_label(u_char *p, u_char *name,
-    size_t len);
+static u_char *ngx_http_oip_metrics_start(u_char *p, const char *metric,
+    ngx_http_oip_mslot_t *s);
 
 
 static ngx_uint_t  ngx_http_oip_m_codes[NGX_HTTP_OIP_M_CODES - 1] = {
@@ -588,8 +588,7 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
                     continue;
                 }
 
-                p = ngx_cpymem(p, "oip_requests_total{model=\"", 26);
-                p = ngx_http_oip_metrics_label(p, s->name, s->len);
+                p = ngx_http_oip_metrics_start(p, "oip_requests_total", s);
 
                 if (k < NGX_HTTP_OIP_M_CODES - 1) {
                     p = ngx_sprintf(p, "\",outcome=\"%V\",code=\"%ui\"} %uA\n",
@@ -617,8 +616,7 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
                 continue;
             }
 
-            p = ngx_cpymem(p, "oip_rejections_total{model=\"", 28);
-            p = ngx_http_oip_metrics_label(p, s->name, s->len);
+            p = ngx_http_oip_metrics_start(p, "oip_rejections_total", s);
             p = ngx_sprintf(p, "\",reason=\"%V\"} %uA\n",
                             &ngx_http_oip_m_reasons[k], v);
         }
@@ -637,8 +635,7 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
                 continue;
             }
 
-            p = ngx_cpymem(p, "oip_tensor_bytes_total{model=\"", 30);
-            p = ngx_http_oip_metrics_label(p, s->name, s->len);
+            p = ngx_http_oip_metrics_start(p, "oip_tensor_bytes_total", s);
             p = ngx_sprintf(p, "\",direction=\"request\",form=\"%s\"} "
                             "%uA\n", d ? "binary" : "json", v);
         }
@@ -666,9 +663,7 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
             for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
                 cum += s->c.hist[d][k];
 
-                p = ngx_cpymem(p, "oip_conversion_seconds_bucket{model=\"",
-                               37);
-                p = ngx_http_oip_metrics_label(p, s->name, s->len);
+                p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_bucket", s);
                 p = ngx_sprintf(p, "\",direction=\"%s\",le=\"%s\"} %uA\n",
                                 d ? "response" : "request",
                                 k < NGX_HTTP_OIP_M_BUCKETS - 1
@@ -677,14 +672,12 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
 
             v = s->c.hist_usec[d];
 
-            p = ngx_cpymem(p, "oip_conversion_seconds_sum{model=\"", 34);
-            p = ngx_http_oip_metrics_label(p, s->name, s->len);
+            p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_sum", s);
             p = ngx_sprintf(p, "\",direction=\"%s\"} %uA.%06uA\n",
                             d ? "response" : "request", v / 1000000,
                             v % 1000000);
 
-            p = ngx_cpymem(p, "oip_conversion_seconds_count{model=\"", 36);
-            p = ngx_http_oip_metrics_label(p, s->name, s->len);
+            p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_count", s);
             p = ngx_sprintf(p, "\",direction=\"%s\"} %uA\n",
                             d ? "response" : "request", cum);
         }
@@ -703,8 +696,7 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
                 continue;
             }
 
-            p = ngx_cpymem(p, "oip_upstream_answers_total{model=\"", 34);
-            p = ngx_http_oip_metrics_label(p, s->name, s->len);
+            p = ngx_http_oip_metrics_start(p, "oip_upstream_answers_total", s);
             p = ngx_sprintf(p, "\",outcome=\"%V\"} %uA\n",
                             &ngx_http_oip_m_answers[k], v);
         }
@@ -733,14 +725,22 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
 }
 
 
-/* a label value: backslash, double quote and line feed escaped */
+/*
+ * A sample's start: the metric's name and its model label, the value
+ * escaped (backslash, double quote, line feed) as the format requires.
+ */
 
 static u_char *
-ngx_http_oip_metrics_label(u_char *p, u_char *name, size_t len)
+ngx_http_oip_metrics_start(u_char *p, const char *metric,
+    ngx_http_oip_mslot_t *s)
 {
-    size_t  i;
+    size_t   i;
+    u_char  *name;
 
-    for (i = 0; i < len; i++) {
+    p = ngx_sprintf(p, "%s{model=\"", metric);
+    name = s->name;
+
+    for (i = 0; i < s->len; i++) {
         switch (name[i]) {
         case '\\':
             *p++ = '\\';
