@@ -210,7 +210,19 @@ ngx_http_oip_metrics_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
     z = shm_zone->data;
 
-    if (oz && oz->models == z->models) {
+    if (oz) {
+        if (oz->models != z->models) {
+            /*
+             * The old workers count into the old blocks until they end:
+             * they cannot be freed or reshaped under them.
+             */
+            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                          "oip_metrics_zone \"%V\": models= changed from "
+                          "%ui to %ui: give the zone another size or name",
+                          &shm_zone->shm.name, oz->models, z->models);
+            return NGX_ERROR;
+        }
+
         z->sh = oz->sh;
         z->shpool = oz->shpool;
         return NGX_OK;
@@ -218,18 +230,13 @@ ngx_http_oip_metrics_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
     z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
 
-    if (shm_zone->shm.exists && oz == NULL) {
+    if (shm_zone->shm.exists) {
         z->sh = z->shpool->data;
         return NGX_OK;
     }
 
     size = sizeof(ngx_http_oip_msh_t)
            + z->models * sizeof(ngx_http_oip_mslot_t);
-
-    if (oz) {
-        /* models= changed: counting starts again */
-        ngx_slab_free(z->shpool, oz->sh);
-    }
 
     z->sh = ngx_slab_calloc(z->shpool, size);
     if (z->sh == NULL) {

@@ -10,12 +10,15 @@ model labels bounded whatever names clients send."""
 import json
 import os
 import random
+import signal
 import sys
 import threading
+import time
+import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import GatewayTestCase, run_tests
+from oiptest import SINGLE, GatewayTestCase, run_tests
 from prometheus_client.parser import text_string_to_metric_families
 
 GOOD = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16],
@@ -165,6 +168,39 @@ class Cardinality(Metrics):
         self.assertGreaterEqual(self.value(m, "oip_requests_total",
                                            model="_other", outcome="passed",
                                            code="404"), 300)
+
+
+class Reload(Metrics):
+    """Its own nginx: it is reloaded."""
+
+    test_counted_exactly = None
+    test_limited = None
+
+    @unittest.skipIf(SINGLE, "nginx reloads in master mode only")
+    def test_reload(self):
+        """A reload keeps the counters; one that changes models= alone
+        is refused, and the old configuration counts on."""
+        doc = json.dumps(GOOD)
+        self.ngx.post("/keep/v2/models/simple/infer", doc)
+        _, before = self.scrape()
+        conf = open(self.ngx.conf).read()
+        for models, refused in (("3", False), ("4", True)):
+            with open(self.ngx.conf, "w") as f:
+                f.write(conf.replace("models=3", "models=" + models))
+            self.ngx.proc.send_signal(signal.SIGHUP)
+            time.sleep(1.5)
+            self.assertEqual("models= changed from 3 to 4" in self.ngx.log(),
+                             refused)
+        with open(self.ngx.conf, "w") as f:
+            f.write(conf)
+        self.ngx.post("/keep/v2/models/simple/infer", doc)
+        _, after = self.scrape()
+        key = ("oip_requests_total", ("code", "200"), ("model", "simple"),
+               ("outcome", "passed"))
+        self.assertEqual(after[key], before[key] + 1)
+
+        # the [emerg] was the point: the class's log check is for the rest
+        open(os.path.join(self.ngx.dir, "error.log"), "w").close()
 
 
 if __name__ == "__main__":
