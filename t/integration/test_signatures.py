@@ -104,8 +104,13 @@ class Signatures(GatewayTestCase):
         cls.kserve = cls.start_runtime("kserve")
         cls.t241 = cls.start_runtime("triton", ["--triton-version",
                                                 "2.41.0"])
+        cls.ml = cls.start_runtime("mlserver")
+        cls.ov = cls.start_runtime("openvino")
         cls.hooks = Hooks(cls.rt.port)
         cls.khooks = Hooks(cls.kserve.port)
+        cls.family_hooks = {"triton": cls.hooks, "kserve": cls.khooks,
+                            "mlserver": Hooks(cls.ml.port),
+                            "openvino": Hooks(cls.ov.port)}
         dead = free_port()
         p = cls.rt.port
         conf = (location("t", p, "")
@@ -129,6 +134,11 @@ class Signatures(GatewayTestCase):
                            "oip_signature_fail closed;")
                 + location("cap", p, "oip_signature_fail closed;",
                            timeout="20s")
+                + location("ml", cls.ml.port, "oip_signature_fail closed; "
+                           "oip_upstream_inputs json; "
+                           "oip_upstream_outputs json;")
+                + location("ov", cls.ov.port, "oip_signature_fail closed; "
+                           "oip_upstream_inputs binary;")
                 + location("old", cls.t241.port,
                            "oip_signature_fail closed;")
                 + """
@@ -145,8 +155,8 @@ class Signatures(GatewayTestCase):
                        "invalid=1s;")
 
     def setUp(self):
-        self.hooks.call("POST", "reset")
-        self.khooks.call("POST", "reset")
+        for h in self.family_hooks.values():
+            h.call("POST", "reset")
 
     def infer(self, loc, model, doc, chunks=(), headers=None, version=None):
         body, n = binary_body(doc, chunks)
@@ -465,6 +475,26 @@ class Signatures(GatewayTestCase):
                                  data=json.dumps(doc).encode())
         self.assertEqual(st, 400, body)
         self.assertIn(b"shape [1,2] does not fit [2]", body)
+
+    def test_every_family(self):
+        """The same checks in front of each family's metadata."""
+        for family, loc in (("triton", "closed"), ("kserve", "k"),
+                            ("mlserver", "ml"), ("openvino", "ov")):
+            with self.subTest(family=family):
+                hooks = self.family_hooks[family]
+                hooks.model("fam", [("x", "INT8", [-1])],
+                            [("y", "INT8", [-1])])
+                doc = {"inputs": [{"name": "x", "datatype": "INT8",
+                                   "shape": [2], "data": [1, 2]}]}
+                st, _, body = self.infer(loc, "fam", doc)
+                self.assertEqual(st, 200, body)
+                doc["inputs"][0]["datatype"] = "INT16"
+                self.assertJSONError(self.infer(loc, "fam", doc), 400,
+                                     "model 'fam' expects INT8")
+                self.assertJSONError(self.infer(loc, "nofam", doc), 404,
+                                     "model 'nofam' not found")
+                self.assertEqual(hooks.infer("fam"), 1)
+                self.assertEqual(hooks.meta("fam"), 1)
 
     # KServe's metadata --------------------------------------------------
 
