@@ -126,6 +126,17 @@ typedef struct {
 } oip_optional_t;
 
 
+/*
+ * The digest's sink: the canonical form of what determines the upstream's
+ * answer is handed to update() in pieces (the caller hashes it).
+ */
+
+typedef struct {
+    void                  *data;
+    void                 (*update)(void *data, const uint8_t *p, size_t len);
+} oip_digest_t;
+
+
 typedef struct {
     oip_form_e             inputs;
     oip_form_e             outputs;
@@ -145,6 +156,16 @@ typedef struct {
     size_t                 model_len;
     const oip_optional_t  *optional;             /* inputs it may lack */
     size_t                 noptional;
+
+    /* requests: the canonical form goes there too (NULL: not asked) */
+    const oip_digest_t    *digest;
+    const uint8_t         *version;              /* from the URI */
+    size_t                 version_len;
+
+    /* answers: the "id" they carry (answer_id set: this one, or none) */
+    const uint8_t         *answer_id;            /* unescaped, or NULL */
+    size_t                 answer_id_len;
+    unsigned               answer_id_set:1;
 } oip_options_t;
 
 
@@ -197,6 +218,9 @@ typedef struct {
     unsigned               misfit:1;       /* refused: the request does not
                                               fit the model's signature */
     unsigned               coerced:1;      /* an input was re-typed */
+    unsigned               digested:1;     /* the digest has it all (not
+                                              when a tensor is in shared
+                                              memory) */
 
     oip_seg_t             *segs;           /* the new body, if rewritten */
     size_t                 nsegs;
@@ -206,14 +230,21 @@ typedef struct {
 
     oip_wish_t             wish;           /* requests: for the answer */
 
-    /* requests, accepted: what they held, for the operator's variables */
-    const uint8_t         *id;             /* "id", unescaped, or NULL */
+    /*
+     * Accepted: what they held, for the operator's variables and metrics.
+     * Tensors (inputs, or outputs given to the client), their elements
+     * and bytes in binary size (BYTES outputs kept JSON: not counted).
+     */
+    const uint8_t         *id;             /* requests: "id", unescaped,
+                                              or NULL */
     size_t                 id_len;
     size_t                 ninputs;
     uint64_t               elements;
     size_t                 tensor_bytes;
-    oip_shape_e            in_form;        /* as the client sent them */
-    oip_shape_e            upstream_form;  /* as the upstream gets them */
+    oip_shape_e            in_form;        /* as they came: from the
+                                              client, from the upstream */
+    oip_shape_e            out_form;       /* as they go on: to the
+                                              upstream, to the client */
 } oip_result_t;
 
 

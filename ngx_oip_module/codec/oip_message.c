@@ -25,7 +25,6 @@ static int oip_msg_syntax_first(oip_msg_t *m);
 static int oip_msg_names_check(oip_msg_t *m, oip_key_t *names, size_t n);
 static oip_item_t *oip_item_add(oip_msg_t *m);
 static oip_tensor_t *oip_item_tensor(oip_msg_t *m, oip_item_t *it);
-static void oip_sub(oip_msg_t *m, oip_json_t *sub, const uint8_t *at);
 static int oip_item_parse(oip_msg_t *m, size_t index);
 static int oip_item_settle(oip_msg_t *m, oip_item_t *it);
 static int oip_item_shape(oip_msg_t *m, oip_item_t *it);
@@ -369,8 +368,8 @@ oip_item_tensor(oip_msg_t *m, oip_item_t *it)
 }
 
 
-static void
-oip_sub(oip_msg_t *m, oip_json_t *sub, const uint8_t *at)
+void
+oip_msg_sub(oip_msg_t *m, oip_json_t *sub, const uint8_t *at)
 {
     /* a second look at a value the main scan has validated */
 
@@ -517,7 +516,7 @@ oip_item_parse(oip_msg_t *m, size_t index)
     }
 
     if (it->data_at && !it->data_done) {
-        oip_sub(m, &sub, it->data_at);
+        oip_msg_sub(m, &sub, it->data_at);
         rc = oip_item_data(m, it, &sub);
         oip_json_done(&sub);
 
@@ -569,7 +568,7 @@ oip_item_settle(oip_msg_t *m, oip_item_t *it)
                         m->kind->what, oip_item_name(it));
     }
 
-    oip_sub(m, &sub, it->dt_at);
+    oip_msg_sub(m, &sub, it->dt_at);
 
     if (oip_json_string(&sub, &s) != 0) {
         return -1;
@@ -614,7 +613,7 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
                         "integers", m->kind->what, oip_item_name(it));
     }
 
-    oip_sub(m, &sub, it->shape_at);
+    oip_msg_sub(m, &sub, it->shape_at);
 
     if (oip_json_array(&sub, &a) != 0) {
         return -1;
@@ -711,7 +710,7 @@ oip_item_params(oip_msg_t *m, oip_item_t *it)
                         "object", m->kind->what, oip_item_name(it));
     }
 
-    oip_sub(m, &sub, it->params_at);
+    oip_msg_sub(m, &sub, it->params_at);
 
     if (oip_walk_start(&sub, &w) != 0) {
         return -1;
@@ -764,7 +763,7 @@ oip_item_params(oip_msg_t *m, oip_item_t *it)
 static int
 oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
 {
-    int            rc;
+    int            rc, binary;
     size_t         size;
     uint8_t       *dst;
     oip_out_t      w;
@@ -784,10 +783,14 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
         return oip_json_skip(j);
     }
 
+    /* made binary: to send so, or for the digest to read */
+    binary = (it->act == OIP_ACT_BINARY
+              || (m->keep_binary && it->act == OIP_ACT_CHECK));
+
     if (size == 0) {
         /* BYTES count as they are decoded */
 
-        if (it->act != OIP_ACT_BINARY) {
+        if (!binary) {
             return oip_data_to_binary(j, t, NULL, NULL);
         }
 
@@ -818,7 +821,7 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
 
     m->c.tensor_bytes += t->count * size;
 
-    if (it->act != OIP_ACT_BINARY) {
+    if (!binary) {
         return oip_data_to_binary(j, t, NULL, NULL);
     }
 

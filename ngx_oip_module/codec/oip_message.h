@@ -20,6 +20,10 @@
 /* tensors in one message: what a model has, far beyond; bounds memory */
 #define OIP_MAX_TENSORS      65536
 
+/* the form of a message's tensors, one more tensor seen */
+#define oip_shape_add(all, one)                                               \
+    (((all) == OIP_SHAPE_NONE || (all) == (one)) ? (one) : OIP_SHAPE_MIXED)
+
 
 /* where a member lies, to delete it with one comma next to it */
 
@@ -186,6 +190,9 @@ struct oip_msg_s {
     unsigned               to_json:1;    /* a tensor is written as JSON */
     unsigned               seen:1;       /* the tensor array was there */
     unsigned               syntax:1;     /* the error is broken JSON */
+    unsigned               keep_binary:1; /* JSON data kept as JSON is
+                                            also made binary (the digest
+                                            reads it) */
 };
 
 
@@ -196,6 +203,7 @@ int oip_msg_split(oip_msg_t *m, const oip_framing_t *f, const uint8_t *body,
 int oip_msg_run(oip_msg_t *m, oip_result_t *res);
 
 int oip_msg_tensors(oip_msg_t *m);
+void oip_msg_sub(oip_msg_t *m, oip_json_t *sub, const uint8_t *at);
 void oip_member_set(oip_member_t *mb, const uint8_t *key,
     const uint8_t *end, const uint8_t *prev_end);
 int oip_edit_text(oip_msg_t *m, const uint8_t *from, const uint8_t *to,

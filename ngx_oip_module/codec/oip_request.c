@@ -17,24 +17,9 @@
 #include <stdio.h>
 
 #include "oip_inflate.h"
-#include "oip_message.h"
+#include "oip_request.h"
 #include "oip_number.h"
 #include "oip_signature.h"
-
-
-/* an object that may carry a boolean flag in its "parameters" */
-
-typedef struct {
-    const uint8_t         *close;       /* the object's '}' */
-    oip_member_t           params;
-    const uint8_t         *params_close;
-    size_t                 params_n;
-    oip_member_t           flag;
-    const uint8_t         *flag_at;     /* the flag's value */
-    unsigned               has_params:1;
-    unsigned               has_flag:1;
-    unsigned               flag_true:1;
-} oip_flagged_t;
 
 
 /*
@@ -48,26 +33,6 @@ typedef struct {
     oip_str_t              name;        /* once known */
     unsigned               named:1;
 } oip_label_t;
-
-
-typedef struct {
-    oip_msg_t              m;
-    oip_result_t          *res;
-
-    oip_flagged_t          top;
-    oip_flagged_t         *outs;
-    oip_key_t             *out_names;
-    size_t                 nouts;
-    size_t                 outs_cap;
-    size_t                 names_cap;
-
-    uint8_t               *sig_seen;    /* per declared input */
-
-    oip_str_t              id;          /* a string "id" */
-
-    unsigned               raw:1;
-    unsigned               misfit:1;    /* refused by the signature */
-} oip_req_t;
 
 
 /* the datatypes as a "datatype" value, for re-typed inputs */
@@ -105,7 +70,6 @@ static int oip_flag_set(oip_msg_t *m, oip_flagged_t *f, const char *add,
 static int oip_flag_remove(oip_msg_t *m, oip_flagged_t *f);
 static int oip_request_wish(oip_req_t *rq, oip_result_t *res);
 static int oip_request_stats(oip_req_t *rq, oip_result_t *res);
-static oip_shape_e oip_shape_add(oip_shape_e all, oip_shape_e one);
 
 
 static const oip_kind_t  oip_request_kind = {
@@ -203,6 +167,7 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     rq.m.data = &rq;
     rq.res = res;
     c = &rq.m.c;
+    rq.m.keep_binary = (opt->digest != NULL);
 
     if (f->encoding != OIP_ENC_NONE) {
         /* IHCL and the limits count the bytes after decompression */
@@ -243,7 +208,7 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
             } else {
                 /* one input; its elements are the runtime's to count */
                 res->in_form = OIP_SHAPE_RAW;
-                res->upstream_form = OIP_SHAPE_RAW;
+                res->out_form = OIP_SHAPE_RAW;
                 res->ninputs = 1;
                 res->tensor_bytes = len;
             }
@@ -794,6 +759,8 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
                         oip_label(label, buf, sizeof(buf)));
     }
 
+    f->params_at = j->p;
+
     if (oip_walk_start(j, &w) != 0) {
         return -1;
     }
@@ -1136,6 +1103,14 @@ oip_request_edits(oip_msg_t *m)
         return -1;
     }
 
+    if (m->opt->digest) {
+        rq->res->digested = oip_request_digest(rq);
+
+        if (m->c.status) {
+            return -1;
+        }
+    }
+
     return oip_request_wish(rq, rq->res);
 }
 
@@ -1183,7 +1158,7 @@ oip_request_stats(oip_req_t *rq, oip_result_t *res)
     }
 
     res->in_form = rq->raw ? OIP_SHAPE_RAW : in;
-    res->upstream_form = up;
+    res->out_form = up;
 
     if (rq->id.data == NULL) {
         return 0;
@@ -1204,13 +1179,6 @@ oip_request_stats(oip_req_t *rq, oip_result_t *res)
     res->id = id;
 
     return 0;
-}
-
-
-static oip_shape_e
-oip_shape_add(oip_shape_e all, oip_shape_e one)
-{
-    return (all == OIP_SHAPE_NONE || all == one) ? one : OIP_SHAPE_MIXED;
 }
 
 

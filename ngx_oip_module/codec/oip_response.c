@@ -17,14 +17,24 @@
 
 typedef struct {
     oip_msg_t              m;
+    oip_result_t          *res;
     const oip_wish_t      *wish;
     uint32_t              *table;      /* wish lookup, when it is long */
     size_t                 mask;
+
+    /* the answer's own "id", when it is to be the request's */
+    const uint8_t         *id_at;      /* its value, not null, or NULL */
+    const uint8_t         *id_end;
+    oip_member_t           id;
+    const uint8_t         *close;      /* the answer's '}' */
+    char                  *id_text;
 } oip_resp_t;
 
 
 static int oip_response_envelope(oip_msg_t *m);
 static oip_act_e oip_response_act(oip_msg_t *m, oip_item_t *it);
+static int oip_response_edits(oip_msg_t *m);
+static void oip_response_stats(oip_resp_t *rs);
 static int oip_wish_binary(oip_resp_t *rs, const oip_key_t *k);
 static int oip_wish_index(oip_resp_t *rs);
 
@@ -34,7 +44,7 @@ static int oip_wish_index(oip_resp_t *rs);
 
 static const oip_kind_t  oip_response_kind = {
     "response", "output",
-    oip_response_envelope, oip_response_act, NULL,
+    oip_response_envelope, oip_response_act, oip_response_edits,
     "the answer with its binary outputs converted to JSON",
     0,                                  /* nonempty */
     1,                                  /* bytes_stay */
@@ -86,6 +96,7 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     oip_msg_init(&rs.m, &oip_response_kind, opt, a, res);
 
     rs.m.data = &rs;
+    rs.res = res;
     rs.wish = wish;
     c = &rs.m.c;
 
@@ -106,6 +117,7 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     }
 
     oip_free(c, rs.table);
+    oip_free(c, rs.id_text);
 
     if (rc == 0) {
         /* the headers say what the body is, whoever answered */
@@ -142,7 +154,8 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
 static int
 oip_response_envelope(oip_msg_t *m)
 {
-    int           rc, outputs;
+    int           rc, outputs, id;
+    oip_resp_t   *rs = m->data;
     oip_json_t   *j;
     oip_walk_t    w;
     oip_nulls_t   nulls;
@@ -163,24 +176,35 @@ oip_response_envelope(oip_msg_t *m)
     while ((rc = oip_walk_next(j, &w)) == 1) {
 
         outputs = oip_json_str_eq(&w.key, "outputs", 7);
+        id = !outputs && oip_json_str_eq(&w.key, "id", 2);
 
-        if ((outputs
+        if ((outputs || id
              || oip_json_str_eq(&w.key, "parameters", 10)
-             || oip_json_str_eq(&w.key, "id", 2)
              || oip_json_str_eq(&w.key, "model_version", 13))
             && oip_null_member(j, &nulls, &w))
         {
             continue;
         }
 
+        if (id) {
+            rs->id_at = j->p;
+        }
+
         if ((outputs ? oip_msg_tensors(m) : oip_json_skip(j)) != 0) {
             return -1;
+        }
+
+        if (id) {
+            rs->id_end = j->p;
+            oip_walk_note(&w, &rs->id, j->p);
         }
     }
 
     if (rc < 0 || oip_nulls_delete(m, &nulls) != 0) {
         return -1;
     }
+
+    rs->close = j->p - 1;
 
     oip_json_ws(j);
 
@@ -226,6 +250,125 @@ oip_response_act(oip_msg_t *m, oip_item_t *it)
     /* in shared memory: nothing here to convert */
 
     return OIP_ACT_PASS;
+}
+
+
+/*
+ * A cached answer was the answer to another request: its "id" becomes
+ * this request's, or goes when this one sent none.  The stats, for the
+ * operator.
+ */
+
+static int
+oip_response_edits(oip_msg_t *m)
+{
+    char                 *p;
+    size_t                len;
+    oip_resp_t           *rs = m->data;
+    const oip_options_t  *opt;
+
+    oip_response_stats(rs);
+
+    opt = m->opt;
+
+    if (!opt->answer_id_set) {
+        return 0;
+    }
+
+    if (opt->answer_id == NULL) {
+        return rs->id_at ? oip_edit_delete(m, &rs->id) : 0;
+    }
+
+    len = oip_json_escape(NULL, opt->answer_id, opt->answer_id_len);
+
+    rs->id_text = oip_alloc(&m->c, len + sizeof(",\"id\":\"\""));
+    if (rs->id_text == NULL) {
+        return -1;
+    }
+
+    p = rs->id_text;
+
+    if (rs->id_at == NULL) {
+        p = (char *) memcpy(p, ",\"id\":", 6) + 6;
+    }
+
+    *p++ = '"';
+    p += oip_json_escape((uint8_t *) p, opt->answer_id, opt->answer_id_len);
+    *p++ = '"';
+    *p = '\0';
+
+    if (rs->id_at) {
+        return oip_edit_text(m, rs->id_at, rs->id_end, rs->id_text);
+    }
+
+    /* before the '}': a null "id" deleted at its start is out of the way */
+
+    return oip_edit_text(m, rs->close, rs->close, rs->id_text);
+}
+
+
+/* the outputs given to the client: how many, their bytes, their forms */
+
+static void
+oip_response_stats(oip_resp_t *rs)
+{
+    size_t         i, size;
+    uint64_t       bytes;
+    oip_item_t    *it;
+    oip_shape_e    in, out;
+    oip_result_t  *res;
+
+    res = rs->res;
+    in = OIP_SHAPE_NONE;
+    out = OIP_SHAPE_NONE;
+
+    for (i = 0; i < rs->m.nitems; i++) {
+        it = &rs->m.items[i];
+
+        if (it->act == OIP_ACT_DROP || !it->settled
+            || (it->data_at == NULL && !it->has_bds))
+        {
+            continue;
+        }
+
+        res->ninputs++;
+        res->elements += it->t.count;
+
+        in = oip_shape_add(in, it->data_at ? OIP_SHAPE_JSON
+                                           : OIP_SHAPE_BINARY);
+
+        switch (it->act) {
+        case OIP_ACT_BINARY:
+            out = oip_shape_add(out, OIP_SHAPE_BINARY);
+            break;
+        case OIP_ACT_JSON:
+            out = oip_shape_add(out, OIP_SHAPE_JSON);
+            break;
+        default:
+            out = oip_shape_add(out, it->data_at ? OIP_SHAPE_JSON
+                                                 : OIP_SHAPE_BINARY);
+        }
+
+        size = oip_dtypes[it->t.dt].size;
+
+        if (size) {
+            /* an upstream's shape, never trusted to fit */
+            bytes = (it->t.count > UINT64_MAX / size) ? UINT64_MAX
+                                                      : it->t.count * size;
+
+        } else if (it->has_bds) {
+            bytes = it->bds_size;
+
+        } else {
+            bytes = (it->act == OIP_ACT_BINARY) ? it->chunk_len : 0;
+        }
+
+        res->tensor_bytes = (bytes > SIZE_MAX - res->tensor_bytes)
+                            ? SIZE_MAX : res->tensor_bytes + bytes;
+    }
+
+    res->in_form = in;
+    res->out_form = out;
 }
 
 

@@ -789,7 +789,7 @@ test_stats(void)
     st = run_opts(&r, &o, j, strlen(j), bin, 4, -2, OIP_ENC_NONE);
     ok(st == 0 && r.req.ninputs == 2 && r.req.elements == 8
        && r.req.tensor_bytes == 28 && r.req.in_form == OIP_SHAPE_MIXED
-       && r.req.upstream_form == OIP_SHAPE_BINARY
+       && r.req.out_form == OIP_SHAPE_BINARY
        && r.req.id_len == 5 && memcmp(r.req.id, "a\xc3\xa9\"b", 5) == 0,
        "stats: mixed in, binary up, id unescaped");
     run_free(&r);
@@ -797,7 +797,7 @@ test_stats(void)
     o.inputs = OIP_FORM_JSON;
     st = run_opts(&r, &o, j, strlen(j), bin, 4, -2, OIP_ENC_NONE);
     ok(st == 0 && r.req.in_form == OIP_SHAPE_MIXED
-       && r.req.upstream_form == OIP_SHAPE_JSON, "stats: json up");
+       && r.req.out_form == OIP_SHAPE_JSON, "stats: json up");
     run_free(&r);
 
     o.inputs = OIP_FORM_KEEP;
@@ -805,13 +805,13 @@ test_stats(void)
         "\"datatype\":\"BOOL\",\"data\":[true]}]}";
     st = run_opts(&r, &o, j, strlen(j), NULL, 0, -1, OIP_ENC_NONE);
     ok(st == 0 && r.req.id == NULL && r.req.in_form == OIP_SHAPE_JSON
-       && r.req.upstream_form == OIP_SHAPE_JSON && r.req.elements == 1,
+       && r.req.out_form == OIP_SHAPE_JSON && r.req.elements == 1,
        "stats: a number id is no id; json kept");
     run_free(&r);
 
     st = run_opts(&r, &o, "", 0, bin, 4, 0, OIP_ENC_NONE);
     ok(st == 0 && r.req.in_form == OIP_SHAPE_RAW
-       && r.req.upstream_form == OIP_SHAPE_RAW && r.req.ninputs == 1
+       && r.req.out_form == OIP_SHAPE_RAW && r.req.ninputs == 1
        && r.req.tensor_bytes == 4, "stats: raw passed on");
     run_free(&r);
 }

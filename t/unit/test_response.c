@@ -537,6 +537,104 @@ test_wish_many(void)
     free(json);
 }
 
+static void
+test_answer_id(void)
+{
+    int            st;
+    rrun_t         r;
+    oip_wish_t     w;
+    oip_options_t  saved;
+    const char    *o, *e;
+
+#define OUT1 "\"outputs\":[{\"name\":\"y\",\"shape\":[1],\"datatype\":" \
+             "\"INT8\",\"data\":[1]}]"
+
+    saved = opts;
+    memset(&w, 0, sizeof(w));
+
+    opts.answer_id_set = 1;
+    opts.answer_id = (const u_char *) "mine\"\xc3\xa9";
+    opts.answer_id_len = 7;
+
+    o = "{\"id\":\"theirs\",\"model_name\":\"m\"," OUT1 "}";
+    e = "{\"id\":\"mine\\\"\xc3\xa9\",\"model_name\":\"m\"," OUT1 "}";
+    st = respond(&r, &w, o, NULL, 0, -1);
+    ok(st == 0 && same(r.out, r.len, e, strlen(e), "answer"),
+       "a cached answer's id becomes the request's");
+    rrun_free(&r);
+
+    o = "{\"id\":null,\"model_name\":\"m\"," OUT1 "}";
+    e = "{\"model_name\":\"m\"," OUT1 ",\"id\":\"mine\\\"\xc3\xa9\"}";
+    st = respond(&r, &w, o, NULL, 0, -1);
+    ok(st == 0 && same(r.out, r.len, e, strlen(e), "answer"),
+       "a null id: the request's added");
+    rrun_free(&r);
+
+    o = "{" OUT1 "}";
+    e = "{" OUT1 ",\"id\":\"mine\\\"\xc3\xa9\"}";
+    st = respond(&r, &w, o, NULL, 0, -1);
+    ok(st == 0 && same(r.out, r.len, e, strlen(e), "answer"),
+       "no id: the request's added");
+    rrun_free(&r);
+
+    opts.answer_id = NULL;
+    opts.answer_id_len = 0;
+
+    o = "{\"model_name\":\"m\"," OUT1 ",\"id\":\"theirs\"}";
+    e = "{\"model_name\":\"m\"," OUT1 "}";
+    st = respond(&r, &w, o, NULL, 0, -1);
+    ok(st == 0 && same(r.out, r.len, e, strlen(e), "answer"),
+       "the request sent none: the cached one goes");
+    rrun_free(&r);
+
+    o = "{\"id\":7," OUT1 "}";
+    e = "{" OUT1 "}";
+    st = respond(&r, &w, o, NULL, 0, -1);
+    ok(st == 0 && same(r.out, r.len, e, strlen(e), "answer"),
+       "... whatever its type");
+    rrun_free(&r);
+
+    opts = saved;
+
+    o = "{\"id\":\"theirs\"," OUT1 "}";
+    st = respond(&r, &w, o, NULL, 0, -1);
+    ok(st == 0 && !r.resp.rewritten, "not cached: the id stays");
+    rrun_free(&r);
+
+#undef OUT1
+}
+
+
+static void
+test_answer_stats(void)
+{
+    int          st;
+    rrun_t       r;
+    oip_wish_t   w;
+    u_char       bin[8] = { 1, 0, 0, 0, 2, 0, 0, 0 };
+    const char  *o;
+
+    memset(&w, 0, sizeof(w));
+
+    /* a binary INT32 output and a JSON FP64 one, all to JSON */
+
+    o = "{\"outputs\":[{\"name\":\"a\",\"shape\":[2],\"datatype\":\"INT32\","
+        "\"parameters\":{\"binary_data_size\":8}},{\"name\":\"b\",\"shape\":"
+        "[1,3],\"datatype\":\"FP64\",\"data\":[1,2,3]}]}";
+    st = respond(&r, &w, o, bin, 8, -2);
+    ok(st == 0 && r.resp.ninputs == 2 && r.resp.elements == 5
+       && r.resp.tensor_bytes == 32 && r.resp.in_form == OIP_SHAPE_MIXED
+       && r.resp.out_form == OIP_SHAPE_JSON,
+       "answer stats: mixed in, JSON out, 8 + 24 bytes");
+    rrun_free(&r);
+
+    w.binary = 1;
+    st = respond(&r, &w, o, bin, 8, -2);
+    ok(st == 0 && r.resp.tensor_bytes == 32
+       && r.resp.out_form == OIP_SHAPE_BINARY, "answer stats: binary out");
+    rrun_free(&r);
+}
+
 
 int
 main(void)
@@ -547,6 +645,8 @@ main(void)
     test_inflate();
     test_response();
     test_wish_many();
+    test_answer_id();
+    test_answer_stats();
 
     return tap_done();
 }

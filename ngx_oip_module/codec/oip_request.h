@@ -1,0 +1,61 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * A request as oip_request.c reads it, shared with oip_digest.c, which
+ * writes its canonical form.
+ */
+
+
+#ifndef _OIP_REQUEST_H_INCLUDED_
+#define _OIP_REQUEST_H_INCLUDED_
+
+
+#include "oip_message.h"
+
+
+/* an object that may carry a boolean flag in its "parameters" */
+
+typedef struct {
+    const uint8_t         *close;       /* the object's '}' */
+    oip_member_t           params;
+    const uint8_t         *params_at;   /* its '{' */
+    const uint8_t         *params_close;
+    size_t                 params_n;
+    oip_member_t           flag;
+    const uint8_t         *flag_at;     /* the flag's value */
+    unsigned               has_params:1;
+    unsigned               has_flag:1;
+    unsigned               flag_true:1;
+} oip_flagged_t;
+
+
+typedef struct {
+    oip_msg_t              m;
+    oip_result_t          *res;
+
+    oip_flagged_t          top;
+    oip_flagged_t         *outs;
+    oip_key_t             *out_names;
+    size_t                 nouts;
+    size_t                 outs_cap;
+    size_t                 names_cap;
+
+    uint8_t               *sig_seen;    /* per declared input */
+
+    oip_str_t              id;          /* a string "id" */
+
+    unsigned               raw:1;
+    unsigned               misfit:1;    /* refused by the signature */
+} oip_req_t;
+
+
+/*
+ * Hands the canonical form of what determines the upstream's answer to
+ * the options' digest.  Returns 1; 0 when a tensor's bytes are not in the
+ * request (shared memory); -1 with the error in the context.
+ */
+int oip_request_digest(oip_req_t *rq);
+
+
+#endif /* _OIP_REQUEST_H_INCLUDED_ */
