@@ -25,16 +25,19 @@
 #define NGX_HTTP_OIP_M_CODES      15        /* the list below, and "other" */
 #define NGX_HTTP_OIP_M_REASONS    8
 #define NGX_HTTP_OIP_M_BUCKETS    11        /* the list below, and +Inf */
+#define NGX_HTTP_OIP_M_CACHE      7         /* $upstream_cache_status's */
 
 
 typedef struct {
     ngx_atomic_t               requests[3][NGX_HTTP_OIP_M_CODES];
     ngx_atomic_t               rejections[NGX_HTTP_OIP_M_REASONS];
-    ngx_atomic_t               bytes[2];          /* request: json, binary */
+    ngx_atomic_t               bytes[2][2];       /* request, response;
+                                                     json, binary */
     ngx_atomic_t               hist[2][NGX_HTTP_OIP_M_BUCKETS];
     ngx_atomic_t               hist_usec[2];      /* request, response */
     ngx_atomic_t               answers[3];        /* converted, passed,
                                                      failed */
+    ngx_atomic_t               cache[NGX_HTTP_OIP_M_CACHE];
 } ngx_http_oip_mcount_t;
 
 
@@ -48,6 +51,7 @@ typedef struct {
 
 typedef struct {
     ngx_atomic_t               nslots;            /* _other included */
+    ngx_atomic_t               lookups[3];        /* hit, miss, failed */
     ngx_http_oip_mslot_t       slot[1];
 } ngx_http_oip_msh_t;
 
@@ -88,6 +92,10 @@ static ngx_str_t  ngx_http_oip_m_reasons[] = {
 
 static ngx_str_t  ngx_http_oip_m_answers[] = {
     ngx_string("converted"), ngx_string("passed"), ngx_string("failed")
+};
+
+static ngx_str_t  ngx_http_oip_m_lookups[] = {
+    ngx_string("hit"), ngx_string("miss"), ngx_string("failed")
 };
 
 /* seconds, as text and in microseconds */
@@ -345,6 +353,19 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
 
     (void) ngx_atomic_fetch_add(&c->requests[outcome][code], 1);
 
+    if (ctx && ctx->sig_lookup) {
+        (void) ngx_atomic_fetch_add(&z->sh->lookups[ctx->sig_lookup - 1], 1);
+    }
+
+#if (NGX_HTTP_CACHE)
+    if (r->upstream && r->upstream->cache_status
+        && r->upstream->cache_status <= NGX_HTTP_OIP_M_CACHE)
+    {
+        (void) ngx_atomic_fetch_add(
+                            &c->cache[r->upstream->cache_status - 1], 1);
+    }
+#endif
+
     if (outcome == NGX_HTTP_OIP_M_REJECTED) {
         i = ngx_http_oip_metrics_reason(ctx, status);
         (void) ngx_atomic_fetch_add(&c->rejections[i], 1);
@@ -355,12 +376,22 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
         return NGX_OK;
     }
 
-    if (ctx->in_form == OIP_SHAPE_JSON) {
-        (void) ngx_atomic_fetch_add(&c->bytes[0], ctx->tensor_bytes);
+    /* binary, raw; mixed counted as binary, its larger part mostly */
 
-    } else if (ctx->in_form != OIP_SHAPE_NONE) {
-        /* binary, raw; mixed counted as binary, its larger part mostly */
-        (void) ngx_atomic_fetch_add(&c->bytes[1], ctx->tensor_bytes);
+    if (ctx->in_form != OIP_SHAPE_NONE) {
+        (void) ngx_atomic_fetch_add(
+                         &c->bytes[0][ctx->in_form != OIP_SHAPE_JSON],
+                         ctx->tensor_bytes);
+    }
+
+    /* an answer the module read, in the form the client got */
+
+    if (ctx->answer_form != OIP_SHAPE_NONE
+        && ctx->answer != NGX_HTTP_OIP_ANSWER_FAILED)
+    {
+        (void) ngx_atomic_fetch_add(
+                         &c->bytes[1][ctx->answer_form != OIP_SHAPE_JSON],
+                         ctx->answer_bytes);
     }
 
     ngx_http_oip_metrics_observe(c, 0, ctx->request_usec);
@@ -566,7 +597,8 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
      * most), a 20-digit value */
 
     size = 4096 + n * (3 * NGX_HTTP_OIP_M_CODES + NGX_HTTP_OIP_M_REASONS
-                       + 2 + 2 * (NGX_HTTP_OIP_M_BUCKETS + 2) + 3)
+                       + 4 + 2 * (NGX_HTTP_OIP_M_BUCKETS + 2) + 3
+                       + NGX_HTTP_OIP_M_CACHE)
                   * (128 + 4 * NGX_HTTP_OIP_M_NAME);
 
     b = ngx_create_temp_buf(r->pool, size);
@@ -630,21 +662,23 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
     }
 
     ngx_http_oip_head("oip_tensor_bytes_total", "counter",
-                      "Tensor bytes of accepted requests, in binary size.");
+                      "Tensor bytes of accepted requests and of the answers "
+                      "read, in binary size, by the client's form.");
 
     for (i = 0; i < n; i++) {
         s = &z->sh->slot[i];
 
-        for (d = 0; d < 2; d++) {
-            v = s->c.bytes[d];
+        for (d = 0; d < 4; d++) {
+            v = s->c.bytes[d / 2][d % 2];
 
             if (v == 0) {
                 continue;
             }
 
             p = ngx_http_oip_metrics_start(p, "oip_tensor_bytes_total", s);
-            p = ngx_sprintf(p, "\",direction=\"request\",form=\"%s\"} "
-                            "%uA\n", d ? "binary" : "json", v);
+            p = ngx_sprintf(p, "\",direction=\"%s\",form=\"%s\"} %uA\n",
+                            d / 2 ? "response" : "request",
+                            d % 2 ? "binary" : "json", v);
         }
     }
 
@@ -670,7 +704,8 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
             for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
                 cum += s->c.hist[d][k];
 
-                p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_bucket", s);
+                p = ngx_http_oip_metrics_start(p,
+                                           "oip_conversion_seconds_bucket", s);
                 p = ngx_sprintf(p, "\",direction=\"%s\",le=\"%s\"} %uA\n",
                                 d ? "response" : "request",
                                 k < NGX_HTTP_OIP_M_BUCKETS - 1
@@ -684,7 +719,8 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
                             d ? "response" : "request", v / 1000000,
                             v % 1000000);
 
-            p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_count", s);
+            p = ngx_http_oip_metrics_start(p,
+                                            "oip_conversion_seconds_count", s);
             p = ngx_sprintf(p, "\",direction=\"%s\"} %uA\n",
                             d ? "response" : "request", cum);
         }
@@ -707,6 +743,38 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
             p = ngx_sprintf(p, "\",outcome=\"%V\"} %uA\n",
                             &ngx_http_oip_m_answers[k], v);
         }
+    }
+
+#if (NGX_HTTP_CACHE)
+
+    ngx_http_oip_head("oip_cache_total", "counter",
+                      "Infer requests by $upstream_cache_status.");
+
+    for (i = 0; i < n; i++) {
+        s = &z->sh->slot[i];
+
+        for (k = 0; k < NGX_HTTP_OIP_M_CACHE; k++) {
+            v = s->c.cache[k];
+
+            if (v == 0) {
+                continue;
+            }
+
+            p = ngx_http_oip_metrics_start(p, "oip_cache_total", s);
+            p = ngx_sprintf(p, "\",status=\"%V\"} %uA\n",
+                            &ngx_http_cache_status[k], v);
+        }
+    }
+
+#endif
+
+    ngx_http_oip_head("oip_signature_lookups_total", "counter",
+                      "Model signatures looked up, by result.");
+
+    for (k = 0; k < 3; k++) {
+        p = ngx_sprintf(p, "oip_signature_lookups_total{result=\"%V\"} "
+                        "%uA\n", &ngx_http_oip_m_lookups[k],
+                        z->sh->lookups[k]);
     }
 
 #undef ngx_http_oip_head

@@ -373,6 +373,10 @@ ngx_http_oip_init(ngx_conf_t *cf)
 
     *h = ngx_http_oip_metrics_log;
 
+    if (ngx_http_oip_digest_init(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return ngx_http_oip_response_init(cf);
 }
 

@@ -32,6 +32,12 @@
 #define NGX_HTTP_OIP_SIG_CLOSED        1
 
 
+/* how its model's signature was found, for the metrics */
+#define NGX_HTTP_OIP_LOOKUP_HIT        1
+#define NGX_HTTP_OIP_LOOKUP_MISS       2
+#define NGX_HTTP_OIP_LOOKUP_FAILED     3
+
+
 /* what became of the upstream's answer, for the metrics */
 #define NGX_HTTP_OIP_ANSWER_CONVERTED  1
 #define NGX_HTTP_OIP_ANSWER_PASSED     2
@@ -40,6 +46,7 @@
 
 typedef struct {
     ngx_shm_zone_t        *metrics;         /* oip_metrics_zone, or NULL */
+    ngx_flag_t             digest;          /* $oip_digest is used */
 } ngx_http_oip_main_conf_t;
 
 
@@ -83,6 +90,7 @@ typedef struct {
 
     /* what the request held, for the variables (counted: they are set) */
     ngx_str_t              id;
+    ngx_str_t              digest;        /* hex, or empty */
     size_t                 ninputs;
     uint64_t               elements;
     size_t                 tensor_bytes;
@@ -91,6 +99,9 @@ typedef struct {
     uint64_t               request_usec;  /* converting the request */
     uint64_t               answer_usec;   /* converting its answer */
     ngx_uint_t             answer;        /* NGX_HTTP_OIP_ANSWER_*, or 0 */
+    size_t                 answer_bytes;  /* its tensors, given */
+    ngx_uint_t             answer_form;   /* oip_shape_e, as given */
+    ngx_uint_t             sig_lookup;    /* NGX_HTTP_OIP_LOOKUP_*, or 0 */
 
     /* the response path */
     oip_wish_t             wish;
@@ -147,6 +158,14 @@ char *ngx_http_oip_metrics_zone(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_http_oip_metrics(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 ngx_int_t ngx_http_oip_metrics_log(ngx_http_request_t *r);
+
+/* $oip_digest and caching (ngx_http_oip_cache.c) */
+ngx_int_t ngx_http_oip_digest_init(ngx_conf_t *cf);
+ngx_int_t ngx_http_oip_digest_begin(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_digest_t *d, oip_options_t *opt);
+void ngx_http_oip_digest_end(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    oip_digest_t *d, ngx_uint_t ok);
+void ngx_http_oip_uncache(ngx_http_request_t *r);
 
 /* the model-aware edge (ngx_http_oip_signature.c) */
 char *ngx_http_oip_signature_zone(ngx_conf_t *cf, ngx_command_t *cmd,

@@ -208,9 +208,10 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     size_t          len;
     u_char         *body;
     uint64_t        start;
-    ngx_int_t       rc;
+    ngx_int_t       rc, digest;
     ngx_uint_t      what;
     oip_alloc_t     alloc;
+    oip_digest_t    dg;
     oip_header_t    ihcl, encoding;
     oip_result_t    res;
     oip_options_t   opt;
@@ -243,7 +244,13 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     start = ngx_http_oip_usec();
 
+    digest = ngx_http_oip_digest_begin(r, ctx, &dg, &opt);
+
     rc = oip_request_process(&res, &alloc, &opt, &framing, body, len);
+
+    if (digest == NGX_OK) {
+        ngx_http_oip_digest_end(r, ctx, &dg, rc == 0 && res.digested);
+    }
 
     ctx->request_usec += ngx_http_oip_usec() - start;
 
@@ -263,7 +270,7 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     ctx->elements = res.elements;
     ctx->tensor_bytes = res.tensor_bytes;
     ctx->in_form = res.in_form;
-    ctx->upstream_form = res.upstream_form;
+    ctx->upstream_form = res.out_form;
 
     ngx_log_debug8(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: request valid: rewritten:%d raw:%d "

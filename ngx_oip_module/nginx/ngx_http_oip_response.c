@@ -95,12 +95,14 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
 
     /*
      * An answer is held when there may be something to do: a 200 to
-     * reshape to the client's wish or to drop outputs from, an error
-     * from the upstream to give the protocol's shape.
+     * reshape to the client's wish or to drop outputs from (or from the
+     * cache: its id), an error from the upstream to give the protocol's
+     * shape.
      */
 
     if (r->header_only || r->method == NGX_HTTP_HEAD
-        || !((r->headers_out.status == NGX_HTTP_OK && ctx->manage)
+        || !((r->headers_out.status == NGX_HTTP_OK
+              && (ctx->manage || r->cached))
              || (r->headers_out.status >= NGX_HTTP_BAD_REQUEST
                  && r->upstream
                  && olcf->errors == NGX_HTTP_OIP_ERRORS_REWRITE)))
@@ -482,6 +484,14 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     ngx_http_oip_options(r, &opt);
     ngx_http_oip_allocator(r, &alloc);
 
+    /* from the cache: the answer to another request, its id not ours */
+
+    if (r->cached) {
+        opt.answer_id_set = 1;
+        opt.answer_id = ctx->id.len ? ctx->id.data : NULL;
+        opt.answer_id_len = ctx->id.len;
+    }
+
     start = ngx_http_oip_usec();
 
     rc = oip_response_process(&res, &alloc, &opt, &ctx->wish, &framing,
@@ -501,8 +511,16 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
                    res.rewritten ? "reshaped" : "already as asked",
                    res.binary, res.body_len, res.header_len, res.nsegs);
 
-    ctx->answer = res.rewritten ? NGX_HTTP_OIP_ANSWER_CONVERTED
-                                : NGX_HTTP_OIP_ANSWER_PASSED;
+    /* a cached answer given its id only is not converted */
+
+    ctx->answer = (res.rewritten
+                   && (!r->cached || res.in_form != res.out_form
+                       || res.in_form == OIP_SHAPE_MIXED))
+                  ? NGX_HTTP_OIP_ANSWER_CONVERTED
+                  : NGX_HTTP_OIP_ANSWER_PASSED;
+
+    ctx->answer_bytes = res.tensor_bytes;
+    ctx->answer_form = res.out_form;
 
     return ngx_http_oip_send(r, ctx, &res);
 }
@@ -700,6 +718,8 @@ ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
 
     ctx->answer = NGX_HTTP_OIP_ANSWER_FAILED;
     ctx->sent = 1;
+
+    ngx_http_oip_uncache(r);
 
     ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
                   "oip: model \"%V\": %s", &ctx->model, msg);

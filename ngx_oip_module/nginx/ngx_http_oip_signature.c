@@ -108,6 +108,7 @@ struct ngx_http_oip_sig_s {
     ngx_event_t                wake;
 
     unsigned                   done:1;    /* the outcome is known */
+    unsigned                   hit:1;     /* known from the zone */
     unsigned                   background:1;
     unsigned                   refetch:1; /* after a misfit */
     unsigned                   cleanup:1; /* the pool cleanup is set */
@@ -527,6 +528,7 @@ ngx_http_oip_signature(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
                 s->state = NGX_HTTP_OIP_SIG_DONE;
                 s->done = 1;
+                s->hit = 1;
                 s->outcome = (rc == NGX_OK) ? NGX_HTTP_OIP_SIG_FOUND
                                             : NGX_HTTP_OIP_SIG_NOT_FOUND;
 
@@ -1489,6 +1491,12 @@ ngx_http_oip_sig_result(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
     ngx_http_oip_loc_conf_t  *olcf;
 
     ctx = s->ctx;
+
+    /* for oip_signature_lookups_total */
+    ctx->sig_lookup = (s->outcome == NGX_HTTP_OIP_SIG_FAILED)
+                      ? NGX_HTTP_OIP_LOOKUP_FAILED
+                      : s->hit ? NGX_HTTP_OIP_LOOKUP_HIT
+                               : NGX_HTTP_OIP_LOOKUP_MISS;
 
     switch (s->outcome) {
 

@@ -67,6 +67,9 @@ static ngx_http_variable_t  ngx_http_oip_vars[] = {
     { ngx_string("oip_convert_time"), NULL, ngx_http_oip_var_convert_time,
       0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
+    { ngx_string("oip_digest"), NULL, ngx_http_oip_var_string,
+      offsetof(ngx_http_oip_ctx_t, digest), NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
       ngx_http_null_variable
 };
 
