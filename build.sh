@@ -31,10 +31,10 @@ PY=/usr/bin/python3
 MAKE_T=(make -s -j2 -f "$ROOT/t/Makefile")
 
 # what building and testing need, as Debian packages
-PKGS_BUILD=(nginx nginx-dev gcc make libc6-dev zlib1g-dev libssl-dev libpcre2-dev
-            binutils)
+PKGS_BUILD=(nginx nginx-dev gcc make libc6-dev zlib1g-dev libssl-dev
+            libpcre2-dev binutils)
 PKGS_TEST=(python3 curl perl valgrind wrk clang-14 libclang-rt-14-dev
-           python3-prometheus-client)
+           python3-prometheus-client prometheus)
 # the bench's baseline (cJSON) and the OpenResty peer
 PKGS_BENCH=(libcjson-dev libnginx-mod-http-lua lua-cjson)
 

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -39,6 +40,9 @@ class Metrics(GatewayTestCase):
     oip_metrics_zone zone=metrics:1m models=3;
     limit_req_zone $oip_model zone=per_model:1m rate=1r/m;
     limit_req_status 429;
+    oip_signature_zone zone=models:1m;
+    proxy_cache_path {dir}/cache keys_zone=infer:1m;
+    map $oip_digest $oip_nocache {{ "" 1; default 0; }}
 """
         server = """
         location /binary/ {{
@@ -55,6 +59,32 @@ class Metrics(GatewayTestCase):
             limit_req zone=per_model;
             proxy_pass http://127.0.0.1:{rt}/;
         }}
+        location /outbin/ {{
+            oip on;
+            oip_upstream_outputs binary;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location /sig/ {{
+            oip on;
+            oip_signatures /_meta zone=models;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location /_meta/ {{
+            internal;
+            proxy_pass http://127.0.0.1:{rt}/;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+        }}
+        location /cached/ {{
+            oip on;
+            proxy_cache infer;
+            proxy_cache_methods POST;
+            proxy_cache_key "$proxy_host$oip_digest";
+            proxy_cache_valid 200 10m;
+            proxy_no_cache $oip_nocache;
+            proxy_cache_bypass $oip_nocache;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
         location /off/ {{
             proxy_pass http://127.0.0.1:{rt}/;
         }}
@@ -69,6 +99,10 @@ class Metrics(GatewayTestCase):
         st, h, body = self.ngx.request("GET", "/metrics")
         self.assertEqual(st, 200)
         self.assertEqual(h["content-type"], "text/plain; version=0.0.4")
+        # Prometheus's own linter (Debian's prometheus package)
+        lint = subprocess.run(["promtool", "check", "metrics"], input=body,
+                              capture_output=True)
+        self.assertEqual(lint.returncode, 0, lint.stdout + lint.stderr)
         samples = {}
         families = {}
         for fam in text_string_to_metric_families(body.decode()):
@@ -140,6 +174,42 @@ class Metrics(GatewayTestCase):
                                            model="simple",
                                            outcome="rejected", code="429"),
                                 1)
+
+
+class Answers(Metrics):
+    """Its own nginx: answers, the cache, signature lookups."""
+
+    test_counted_exactly = None
+    test_limited = None
+
+    def test_answers_cache_lookups(self):
+        doc = json.dumps(GOOD)
+        for _ in range(3):
+            st, _, out = self.ngx.post("/outbin/v2/models/identity/infer",
+                                       doc)
+            self.assertEqual(st, 200, out)
+        for _ in range(4):
+            self.ngx.post("/sig/v2/models/simple/infer", doc)
+        self.ngx.post("/sig/v2/models/nosuch/infer", doc)
+        for _ in range(3):
+            self.ngx.post("/cached/v2/models/simple/infer", doc)
+        _, m = self.scrape()
+        # identity echoes 2 x 16 INT32, read as binary, given as JSON
+        self.assertEqual(self.value(m, "oip_tensor_bytes_total",
+                                    model="identity", direction="response",
+                                    form="json"), 3 * 128)
+        self.assertEqual(self.value(m, "oip_upstream_answers_total",
+                                    model="identity", outcome="converted"),
+                         3)
+        self.assertEqual(self.value(m, "oip_cache_total", model="simple",
+                                    status="MISS"), 1)
+        self.assertEqual(self.value(m, "oip_cache_total", model="simple",
+                                    status="HIT"), 2)
+        # simple: once fetched (a miss), then found; nosuch: a miss
+        look = "oip_signature_lookups_total"
+        self.assertEqual(self.value(m, look, result="miss"), 2)
+        self.assertEqual(self.value(m, look, result="hit"), 3)
+        self.assertEqual(self.value(m, look, result="failed"), 0)
 
 
 class Cardinality(Metrics):

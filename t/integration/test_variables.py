@@ -20,8 +20,8 @@ from oiptest import GatewayTestCase, IHCL, SLOW, binary_body, run_tests
 
 VARS = ["oip_model", "oip_model_version", "oip_request_id", "oip_inputs",
         "oip_elements", "oip_tensor_bytes", "oip_in_form",
-        "oip_upstream_form", "oip_error", "oip_convert_time", "status",
-        "request_uri"]
+        "oip_upstream_form", "oip_error", "oip_convert_time", "oip_digest",
+        "status", "request_uri"]
 
 
 class Variables(GatewayTestCase):
@@ -97,6 +97,7 @@ class Variables(GatewayTestCase):
                    inputs="2", elements="5", tensor_bytes="11",
                    in_form="json", upstream_form="binary", error="")
         self.assertRegex(f["oip_convert_time"], r"^\d+\.\d{3}$")
+        self.assertRegex(f["oip_digest"], r"^[0-9a-f]{64}$")
 
     def test_binary_and_mixed(self):
         uri = "/keep/v2/models/identity/versions/1/infer"
@@ -124,8 +125,10 @@ class Variables(GatewayTestCase):
         st, _, out = self.ngx.post(uri, struct.pack("<3f", 1, 2, 3),
                                    {IHCL: "0"})
         self.assertEqual(st, 200, out)
-        self.check(self.logged(uri), inputs="1", elements="3",
+        f = self.logged(uri)
+        self.check(f, inputs="1", elements="3",
                    tensor_bytes="12", in_form="raw", upstream_form="binary")
+        self.assertRegex(f["oip_digest"], r"^[0-9a-f]{64}$")
         uri = "/keep/v2/models/identity_fp32/infer"
         self.ngx.post(uri, struct.pack("<2f", 1, 2), {IHCL: "0"})
         self.check(self.logged(uri), inputs="1", elements="0",
@@ -149,7 +152,7 @@ class Variables(GatewayTestCase):
         self.assertJSONError(self.ngx.post(uri, json.dumps(doc)), 400)
         f = self.logged(uri)
         self.check(f, model="simple", request_id="", inputs="",
-                   in_form="", convert_time="",
+                   in_form="", convert_time="", digest="",
                    error="input 'INPUT0': data has 1 elements, shape [2] "
                          "needs 2")
         self.assertEqual(f["status"], "400")
@@ -157,7 +160,8 @@ class Variables(GatewayTestCase):
     def test_not_infer(self):
         self.ngx.request("GET", "/v2/models/simple")
         f = self.logged("/v2/models/simple")
-        self.check(f, model="", model_version="", inputs="", error="")
+        self.check(f, model="", model_version="", inputs="", error="",
+                   digest="")
 
     def test_limit_req_per_model(self):
         """limit_req_zone $oip_model: the model is known from the first

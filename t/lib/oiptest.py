@@ -121,13 +121,27 @@ class Recorder:
                 status, headers, out = answer or (
                     200, {"Content-Type": "application/json"},
                     b'{"model_name":"m","outputs":[]}')
+                # chunked, or to the close (Content-Length None): as asked
+                chunked = headers.get("Transfer-Encoding") == "chunked"
                 self.send_response(status)
                 for k, v in headers.items():
-                    self.send_header(k, v)
-                if "Content-Length" not in headers:
+                    if v is not None:
+                        self.send_header(k, v)
+                if "Content-Length" not in headers and not chunked:
                     self.send_header("Content-Length", str(len(out)))
+                if headers.get("Content-Length", "") is None:
+                    self.close_connection = True
                 self.end_headers()
-                if self.command != "HEAD":
+                if self.command == "HEAD":
+                    return
+                if chunked:
+                    half = len(out) // 2
+                    for part in (out[:half], out[half:]):
+                        if part:
+                            self.wfile.write(b"%x\r\n%s\r\n"
+                                             % (len(part), part))
+                    self.wfile.write(b"0\r\n\r\n")
+                else:
                     self.wfile.write(out)
 
             do_GET = do_POST = do_PUT = do_HEAD = handle_one
