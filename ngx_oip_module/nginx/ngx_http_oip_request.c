@@ -700,6 +700,15 @@ ngx_http_oip_send_error(ngx_http_request_t *r, ngx_uint_t status,
     ngx_buf_t    *b;
     ngx_chain_t   out;
 
+    /*
+     * Refused before its body was read (its model is not found): the
+     * body must not be taken for the connection's next request.
+     */
+
+    if (ngx_http_discard_request_body(r) != NGX_OK) {
+        r->keepalive = 0;
+    }
+
     b = ngx_http_oip_error_json(r, msg->data, msg->len);
     if (b == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;

@@ -12,6 +12,7 @@ every fetch is counted by the runtime (its metadata counter).
 
 import json
 import os
+import re
 import signal
 import socket
 import struct
@@ -320,6 +321,27 @@ class Signatures(GatewayTestCase):
         head = s.recv(4096)
         s.close()
         self.assertTrue(head.startswith(b"HTTP/1.1 404"), head[:200])
+
+    def test_unknown_model_keepalive(self):
+        """Refused before its body was read, the body sent all the same
+        is discarded: the connection's next request is answered as
+        itself, not as a 400 for the body's bytes."""
+        body = json.dumps({"inputs": SIMPLE_IN}).encode()
+        s = socket.create_connection(("127.0.0.1", self.ngx.port), 10 * SLOW)
+        s.settimeout(10 * SLOW)
+        s.sendall(b"POST /t/v2/models/nobody/infer HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+                  + b"GET /t/v2/health/ready HTTP/1.1\r\nHost: x\r\n"
+                  b"Connection: close\r\n\r\n")
+        got = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            got += chunk
+        s.close()
+        statuses = re.findall(rb"HTTP/1\.1 (\d{3}) ", got)
+        self.assertEqual(statuses, [b"404", b"200"], got[:600])
 
     # raw binary from the signature --------------------------------------
 
