@@ -146,6 +146,8 @@ def runnable(text, runtime_port):
     """A documented configuration, pointed at the example runtime and
     listening where the test says."""
     text = re.sub(r"load_module\s+\S+;", "load_module @MODULE@;", text)
+    # logs and caches in the test's own prefix
+    text = re.sub(r"/var/(cache|log)/nginx/", "@DIR@/", text)
     text = re.sub(r"listen\s+[^;]+;", "listen 127.0.0.1:@PORT@;", text)
     text = re.sub(r"(\bserver\s+)[\w.-]+:\d+", r"\g<1>127.0.0.1:%d"
                   % runtime_port, text)
