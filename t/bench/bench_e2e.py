@@ -17,6 +17,11 @@ response at once, so that the gateway is what is measured):
     signed    keep, with oip_signatures: each request checked against
               its model's signature, from the zone (fetched once)
     binary    oip on; oip_upstream_inputs binary: JSON tensors converted
+    logged    keep, with an access log of nginx's own variables
+    operated  logged, with the metrics zone and the module's variables
+              in the log, all but $oip_digest (docs/operations.md)
+    digested  binary, with $oip_digest in an access log: the tensor
+              digest computed on every request
     peer      the OpenResty script operators deploy today
               (../shared/peers/openresty/json_to_binary.lua, beside
               this repository or the one it was cloned from; OIP_PEER_LUA
@@ -200,7 +205,8 @@ class Server:
         self.dir = tempfile.mkdtemp(prefix="oip-bench-%s-" % name)
         self.port = free_port()
         with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
-            f.write(conf.format(dir=self.dir, port=self.port, **subst))
+            f.write(conf.format(dir=self.dir, port=self.port, **subst)
+                    .replace("@DIR@", self.dir))
         self.proc = subprocess.Popen(
             [NGINX, "-p", self.dir, "-c", os.path.join(self.dir, "nginx.conf"),
              "-e", os.path.join(self.dir, "error.log"),
@@ -223,6 +229,11 @@ class Server:
         with open("/proc/%d/stat" % self.worker()) as f:
             fields = f.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def cpu_ns(self):
+        """The worker's time on a CPU so far, in nanoseconds."""
+        with open("/proc/%d/schedstat" % self.worker()) as f:
+            return int(f.read().split()[0])
 
     def reset_peak(self):
         with open("/proc/%d/clear_refs" % self.worker(), "w") as f:
@@ -296,6 +307,26 @@ def post_big(port, body):
     return t
 
 
+LOGGED_HTTP = """
+    log_format plain escape=json '$remote_addr [$time_local] "$request" '
+        '$status $request_time $upstream_response_time';
+"""
+
+OPERATED_HTTP = """
+    oip_metrics_zone zone=oip_metrics:1m;
+    log_format oip escape=json '$remote_addr [$time_local] "$request" '
+        '$status $request_time $upstream_response_time '
+        'model=$oip_model v=$oip_model_version '
+        'id=$oip_request_id inputs=$oip_inputs elements=$oip_elements '
+        'bytes=$oip_tensor_bytes in=$oip_in_form up=$oip_upstream_form '
+        'convert=$oip_convert_time error="$oip_error"';
+"""
+
+DIGESTED_HTTP = """
+    log_format digest '$request_uri $oip_digest';
+"""
+
+
 def main():
     rows = [("plain", "proxy_pass", ""),
             ("keep", "oip on (keep)", "oip on; oip_max_json_size 64m;"),
@@ -305,7 +336,19 @@ def main():
              "oip on; oip_max_json_size 64m; "
              "oip_signatures /_oip_meta zone=models;"),
             ("binary", "oip_upstream_inputs binary",
-             "oip on; oip_upstream_inputs binary; oip_max_json_size 64m;")]
+             "oip on; oip_upstream_inputs binary; oip_max_json_size 64m;"),
+            ("logged", "keep, access log",
+             "oip on; oip_max_json_size 64m; "
+             "access_log @DIR@/plain.log plain buffer=64k flush=1s;"),
+            ("operated", "keep, access log + oip vars, metrics",
+             "oip on; oip_max_json_size 64m; "
+             "access_log @DIR@/oip.log oip buffer=64k flush=1s;"),
+            ("digested", "binary, $oip_digest logged",
+             "oip on; oip_upstream_inputs binary; oip_max_json_size 64m; "
+             "access_log @DIR@/digest.log digest;")]
+    extra_http = {"signed": SIGNED_HTTP, "logged": LOGGED_HTTP,
+                  "operated": OPERATED_HTTP,
+                  "digested": DIGESTED_HTTP}
     if os.path.exists(PEER):
         rows.append(("peer", "OpenResty peer",
                      "access_by_lua_file %s;" % os.path.abspath(PEER)))
@@ -335,7 +378,7 @@ def main():
             signed = (key == "signed")
             servers[key] = Server(key, CONF, main=main_conf, up=up.port,
                                   location=location,
-                                  http=SIGNED_HTTP if signed else "",
+                                  http=extra_http.get(key, ""),
                                   server=SIGNED_SERVER if signed else "")
 
         # warm up: every path once, and the answers are right
@@ -358,9 +401,12 @@ def main():
             servers[key].reset_peak()
 
         times = {key: [] for key, _, _ in rows}
+        big_cpu = {key: [] for key, _, _ in rows}
         for _ in range(BIG_RUNS):
             for key, _, _ in rows:
+                c0 = servers[key].cpu_ns()
                 times[key].append(post_big(servers[key].port, big))
+                big_cpu[key].append(servers[key].cpu_ns() - c0)
 
         peak = {key: servers[key].status("VmHWM") for key, _, _ in rows}
     finally:
@@ -370,6 +416,7 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
 
     med = {key: statistics.median(times[key]) for key, _, _ in rows}
+    med_cpu = {key: statistics.median(big_cpu[key]) for key, _, _ in rows}
 
     # each contender's run of median rate; ratios to plain proxy_pass
     # taken round by round (the rounds are close in time), their median
@@ -418,6 +465,19 @@ def main():
     print("  %-56s %6.2f  (no target)"
           % ("1 KB req/s, oip_upstream_inputs binary / proxy_pass",
              ratio["binary"]))
+    target("1 KB req/s, metrics + oip vars logged / access log",
+           statistics.median(a[0] / b[0] for a, b
+                             in zip(runs["operated"], runs["logged"])), 0.97,
+           True)
+    # the worker's CPU time, which the shared machine disturbs less than
+    # the latency (printed too)
+    target("12 MB: $oip_digest's worker CPU / the conversion's",
+           (med_cpu["digested"] - med_cpu["binary"])
+           / max(med_cpu["binary"] - med_cpu["plain"], 1), 0.5, False)
+    print("  %-56s %6.2f  (no target)"
+          % ("12 MB: $oip_digest's latency / the conversion's",
+             (med["digested"] - med["binary"])
+             / max(med["binary"] - med["plain"], 1e-9)))
     if "peer" in med:
         target("12 MB: latency added, binary / OpenResty peer's",
                (med["binary"] - med["plain"])
