@@ -345,7 +345,7 @@ def main():
              "access_log @DIR@/oip.log oip buffer=64k flush=1s;"),
             ("digested", "binary, $oip_digest logged",
              "oip on; oip_upstream_inputs binary; oip_max_json_size 64m; "
-             "access_log @DIR@/digest.log digest;")]
+             "access_log @DIR@/digest.log digest buffer=64k flush=1s;")]
     extra_http = {"signed": SIGNED_HTTP, "logged": LOGGED_HTTP,
                   "operated": OPERATED_HTTP,
                   "digested": DIGESTED_HTTP}
