@@ -196,6 +196,14 @@ struct oip_msg_s {
 };
 
 
+/* a tensor's data as it came, and as it goes on (its action done) */
+#define oip_item_in_form(it)                                                  \
+    ((it)->data_at ? OIP_SHAPE_JSON : OIP_SHAPE_BINARY)
+#define oip_item_out_form(it)                                                 \
+    ((it)->act == OIP_ACT_BINARY ? OIP_SHAPE_BINARY                           \
+     : (it)->act == OIP_ACT_JSON ? OIP_SHAPE_JSON : oip_item_in_form(it))
+
+
 void oip_msg_init(oip_msg_t *m, const oip_kind_t *kind,
     const oip_options_t *opt, const oip_alloc_t *a, oip_result_t *res);
 int oip_msg_split(oip_msg_t *m, const oip_framing_t *f, const uint8_t *body,

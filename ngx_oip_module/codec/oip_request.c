@@ -1141,20 +1141,8 @@ oip_request_stats(oip_req_t *rq, oip_result_t *res)
             continue;
         }
 
-        in = oip_shape_add(in, it->data_at ? OIP_SHAPE_JSON
-                                           : OIP_SHAPE_BINARY);
-
-        switch (it->act) {
-        case OIP_ACT_BINARY:
-            up = oip_shape_add(up, OIP_SHAPE_BINARY);
-            break;
-        case OIP_ACT_JSON:
-            up = oip_shape_add(up, OIP_SHAPE_JSON);
-            break;
-        default:
-            up = oip_shape_add(up, it->data_at ? OIP_SHAPE_JSON
-                                               : OIP_SHAPE_BINARY);
-        }
+        in = oip_shape_add(in, oip_item_in_form(it));
+        up = oip_shape_add(up, oip_item_out_form(it));
     }
 
     res->in_form = rq->raw ? OIP_SHAPE_RAW : in;

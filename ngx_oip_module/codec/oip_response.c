@@ -334,20 +334,8 @@ oip_response_stats(oip_resp_t *rs)
         res->ninputs++;
         res->elements += it->t.count;
 
-        in = oip_shape_add(in, it->data_at ? OIP_SHAPE_JSON
-                                           : OIP_SHAPE_BINARY);
-
-        switch (it->act) {
-        case OIP_ACT_BINARY:
-            out = oip_shape_add(out, OIP_SHAPE_BINARY);
-            break;
-        case OIP_ACT_JSON:
-            out = oip_shape_add(out, OIP_SHAPE_JSON);
-            break;
-        default:
-            out = oip_shape_add(out, it->data_at ? OIP_SHAPE_JSON
-                                                 : OIP_SHAPE_BINARY);
-        }
+        in = oip_shape_add(in, oip_item_in_form(it));
+        out = oip_shape_add(out, oip_item_out_form(it));
 
         size = oip_dtypes[it->t.dt].size;
 

@@ -13,6 +13,8 @@
 
 #include "tap.h"
 
+#include <zlib.h>
+
 
 typedef struct {
     arena_t          arena;
@@ -216,6 +218,26 @@ same(const u_char *a, size_t alen, const char *b, size_t blen,
     return 0;
 }
 
+
+
+/* in, deflated: wbits 15 + 16 is gzip, 15 zlib, -15 raw */
+
+static size_t
+compress_with(int wbits, const char *in, size_t len, u_char *out, size_t cap)
+{
+    z_stream  z;
+
+    memset(&z, 0, sizeof(z));
+    deflateInit2(&z, 6, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY);
+    z.next_in = (u_char *) in;
+    z.avail_in = (uInt) len;
+    z.next_out = out;
+    z.avail_out = (uInt) cap;
+    deflate(&z, Z_FINISH);
+    deflateEnd(&z);
+
+    return cap - z.avail_out;
+}
 
 
 #endif /* _OIP_CODEC_TEST_H_INCLUDED_ */

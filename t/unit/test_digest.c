@@ -10,8 +10,6 @@
  */
 
 
-#include <zlib.h>
-
 #include "codec_test.h"
 
 
@@ -94,24 +92,6 @@ canon_same(canon_t *a, canon_t *b)
     "\"parameters\":{\"a\":\"A\",\"b\":true}}"
 
 
-static size_t
-compress_gzip(const char *in, size_t len, u_char *out, size_t cap)
-{
-    z_stream  z;
-
-    memset(&z, 0, sizeof(z));
-    deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-    z.next_in = (u_char *) in;
-    z.avail_in = (uInt) len;
-    z.next_out = out;
-    z.avail_out = (uInt) cap;
-    deflate(&z, Z_FINISH);
-    deflateEnd(&z);
-
-    return cap - z.avail_out;
-}
-
-
 static void
 test_encodings(void)
 {
@@ -161,7 +141,7 @@ test_encodings(void)
         c = canon_of(&o, j, bin, 26, -2, OIP_ENC_NONE, &st);
         ok(canon_same(&base, &c), "form %u: the binary extension", f);
 
-        n = compress_gzip(JSON_FLAT, strlen(JSON_FLAT), z, sizeof(z));
+        n = compress_with(15 + 16, JSON_FLAT, strlen(JSON_FLAT), z, sizeof(z));
         c = canon_of(&o, "", z, n, -1, OIP_ENC_GZIP, &st);
         ok(canon_same(&base, &c), "form %u: gzip", f);
     }

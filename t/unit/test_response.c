@@ -10,8 +10,6 @@
 
 #include "codec_test.h"
 
-#include <zlib.h>
-
 
 /* the request's header as the upstream gets it, under opt */
 
@@ -238,24 +236,6 @@ test_raw(void)
     ok(st == 0 && !r.req.rewritten && r.req.raw && !r.req.manage,
        "raw undeclared, keep: passes untouched");
     run_free(&r);
-}
-
-
-static size_t
-compress_with(int wbits, const char *in, size_t len, u_char *out, size_t cap)
-{
-    z_stream  z;
-
-    memset(&z, 0, sizeof(z));
-    deflateInit2(&z, 6, Z_DEFLATED, wbits, 8, Z_DEFAULT_STRATEGY);
-    z.next_in = (u_char *) in;
-    z.avail_in = (uInt) len;
-    z.next_out = out;
-    z.avail_out = (uInt) cap;
-    deflate(&z, Z_FINISH);
-    deflateEnd(&z);
-
-    return cap - z.avail_out;
 }
 
 
