@@ -252,6 +252,9 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
                     || (opt->inputs == OIP_FORM_JSON && rq.m.has_ihcl));
 
     if (oip_msg_run(&rq.m, res) != 0) {
+        /* digested before the body was built: not for a refusal */
+        res->digested = 0;
+
         if (c->status == 0) {
             /* a failure must never pass for success */
             oip_fail(c, 500, "internal error in the request codec");

@@ -37,7 +37,9 @@
  *   c[15]     bits 0-4: oip_ihcl_parse() and the framing functions
  *             are checked on that many first bytes of the body, as an
  *             IHCL value and as a Content-Encoding; bits 5-6: how many
- *             times each header came (0 to 3)
+ *             times each header came (0 to 3); bit 7: a digest asked
+ *             (its canonical form read byte by byte; the request gives
+ *             the same verdict and body without it)
  */
 
 
@@ -77,6 +79,11 @@ static void fz_request_check(const oip_result_t *req,
     size_t len, off_t ihcl);
 static void fz_request_refeed(const oip_result_t *req,
     const oip_options_t *opt);
+static void fz_digest_update(void *data, const uint8_t *p, size_t len);
+static int fz_segs_equal(const oip_seg_t *a, size_t na, const oip_seg_t *b,
+    size_t nb);
+static void fz_digest_same(const oip_result_t *req, oip_options_t *opt,
+    const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc);
 
 
 static oip_form_e
@@ -165,7 +172,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     oip_options_t     opt;
     oip_result_t      req;
     oip_encoding_e    enc;
+    oip_digest_t      dg;
     oip_raw_input_t   raw;
+    uint64_t          sum;
 
     if (size < FZ_REQ_CONFIG) {
         return 0;
@@ -224,6 +233,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     ihcl = fz_ihcl(c[2], c + 3, len);
 
+    sum = 0;
+
+    if (c[15] & 0x80) {
+        dg.data = &sum;
+        dg.update = fz_digest_update;
+        opt.digest = &dg;
+        opt.version = (const u_char *) "1";
+        opt.version_len = 1;
+    }
+
     if (c[2] & 0x04) {
         arena.fail_at = 1 + (size_t) c[13];
         arena.fail_all = (c[2] & 0x08) ? 1 : 0;
@@ -242,6 +261,13 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     fz_request_check(&req, &opt, &arena, body, len, ihcl);
 
+    fz_assert(!req.digested || (req.status == 0 && opt.digest),
+              "digested without a digest asked, or refused");
+
+    if (opt.digest && !(c[2] & 0x04)) {
+        fz_digest_same(&req, &opt, body, len, ihcl, enc);
+    }
+
     /* an input re-typed to FP16 goes binary, which json would convert */
 
     if (req.status == 0 && req.rewritten
@@ -253,6 +279,92 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     arena_destroy(&arena);
 
     return 0;
+}
+
+
+/* every byte of the canonical form is read: ASan sees a bad pointer */
+
+static void
+fz_digest_update(void *data, const uint8_t *p, size_t len)
+{
+    size_t     i;
+    uint64_t  *sum = data;
+
+    for (i = 0; i < len; i++) {
+        *sum = *sum * 31 + p[i];
+    }
+}
+
+
+/* two lists of segments hold the same bytes, boundaries aside */
+
+static int
+fz_segs_equal(const oip_seg_t *a, size_t na, const oip_seg_t *b, size_t nb)
+{
+    size_t  ia, ib, oa, ob, n;
+
+    ia = 0;
+    ib = 0;
+    oa = 0;
+    ob = 0;
+
+    for ( ;; ) {
+        while (ia < na && oa == a[ia].len) {
+            ia++;
+            oa = 0;
+        }
+
+        while (ib < nb && ob == b[ib].len) {
+            ib++;
+            ob = 0;
+        }
+
+        if (ia == na || ib == nb) {
+            return ia == na && ib == nb;
+        }
+
+        n = a[ia].len - oa < b[ib].len - ob ? a[ia].len - oa
+                                            : b[ib].len - ob;
+
+        if (memcmp(a[ia].data + oa, b[ib].data + ob, n) != 0) {
+            return 0;
+        }
+
+        oa += n;
+        ob += n;
+    }
+}
+
+
+/* asking for a digest changes nothing of what is sent */
+
+static void
+fz_digest_same(const oip_result_t *req, oip_options_t *opt,
+    const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc)
+{
+    arena_t        arena;
+    oip_alloc_t    alloc;
+    oip_result_t   plain;
+
+    arena_init(&arena, &alloc);
+    opt->digest = NULL;
+
+    oip_request_process(&plain, &alloc, opt,
+                        &(oip_framing_t) { ihcl, enc }, body, len);
+
+    fz_assert(plain.status == req->status, "a digest changed the verdict");
+    fz_assert(plain.rewritten == req->rewritten
+              && plain.body_len == req->body_len
+              && plain.header_len == req->header_len,
+              "a digest changed the body");
+
+    if (plain.status == 0 && plain.rewritten) {
+        fz_assert(fz_segs_equal(plain.segs, plain.nsegs, req->segs,
+                                req->nsegs),
+                  "a digest changed the bytes sent");
+    }
+
+    arena_destroy(&arena);
 }
 
 

@@ -53,6 +53,10 @@ class Examples(unittest.TestCase):
             with self.subTest(conf=os.path.basename(path)):
                 text = open(path).read().replace(
                     "modules/ngx_http_oip_module.so", MODULE)
+                # logs and caches where the test may write
+                var = tempfile.mkdtemp(prefix="oip-var-")
+                self.addCleanup(shutil.rmtree, var, True)
+                text = re.sub(r"/var/(cache|log)/nginx/", var + "/", text)
                 extra = ""
                 if not re.search(r"^\s*load_module", text, re.M):
                     extra = "load_module %s;" % MODULE
