@@ -79,7 +79,8 @@ class Operations(GatewayTestCase):
     @classmethod
     def setUpGateway(cls):
         cls.rt = cls.start_runtime("triton")
-        text = open(os.path.join(EXAMPLES, "operations.conf")).read()
+        with open(os.path.join(EXAMPLES, "operations.conf")) as f:
+            text = f.read()
         cls.ngx = cls.start_nginx("", conf=runnable(text, cls.rt.port))
         # traffic of every kind the dashboard and the alerts show
         post = cls.ngx.post
@@ -111,7 +112,8 @@ class Operations(GatewayTestCase):
                            capture_output=True, text=True)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         exprs = rule_exprs()
-        self.assertEqual(len(exprs), open(RULES).read().count("alert: "))
+        with open(RULES) as f:
+            self.assertEqual(len(exprs), f.read().count("alert: "))
         used = set()
         for e in exprs:
             used |= metric_names(e)
@@ -145,8 +147,9 @@ class Operations(GatewayTestCase):
         deadline = time.time() + 5 * SLOW
         lines = []
         while time.time() < deadline and len(lines) < 6:
-            lines = open(path).read().splitlines() if os.path.exists(
-                path) else []
+            if os.path.exists(path):
+                with open(path) as f:
+                    lines = f.read().splitlines()
             time.sleep(0.05)
         docs = [json.loads(l) for l in lines]
         hits = [d for d in docs if d["cache"] == "HIT"]
