@@ -14,6 +14,8 @@
 #   ./build.sh fuzz     each fuzz target for FUZZ_RUNS (10 million)
 #   ./build.sh soak     the load test for OIP_SOAK_SECONDS (600)
 #   ./build.sh bench    the speed and memory benchmarks and their targets
+#   ./build.sh deb      the Debian package, built with dh_nginx and checked
+#                       by lintian: build/libnginx-mod-http-oip_*.deb
 #
 # check and test take test files to run only those:
 #   ./build.sh check t/integration/test_faults.py
@@ -35,6 +37,8 @@ PKGS_BUILD=(nginx nginx-dev gcc make libc6-dev zlib1g-dev libssl-dev
             libpcre2-dev binutils)
 PKGS_TEST=(python3 curl perl valgrind wrk clang-14 libclang-rt-14-dev
            python3-prometheus-client prometheus)
+# the Debian package: Debian's own tooling (dh_nginx is in nginx-dev)
+PKGS_DEB=(debhelper dpkg-dev fakeroot lintian)
 # the bench's baseline (cJSON) and the OpenResty peer
 PKGS_BENCH=(libcjson-dev libnginx-mod-http-lua lua-cjson)
 
@@ -348,8 +352,31 @@ do_bench() {
     return $rc
 }
 
+# The package is built from a copy of the tracked files (debian/ is the
+# packaging, docs/packaging.md says why it is there), as Debian builds
+# a source package: dh_nginx configures nginx's source with the copy as
+# its dynamic module, runs nginx -t on the result, and writes the
+# modules-available file and the maintainer scripts.
+do_deb() {
+    local dir="$BUILD/deb" deb
+    install_pkgs "${PKGS_BUILD[@]}" "${PKGS_DEB[@]}"
+    rm -rf "$dir"
+    mkdir -p "$dir/src"
+    git -C "$ROOT" ls-files -z | (cd "$ROOT" && xargs -0 tar -c) \
+        | tar -x -C "$dir/src"
+    phase "building the Debian package (dpkg-buildpackage, dh_nginx)"
+    (cd "$dir/src" && dpkg-buildpackage -us -uc -b) > "$dir/build.log" 2>&1 \
+        || { tail -40 "$dir/build.log" >&2; say "failed: $dir/build.log"
+             exit 1; }
+    deb=$(ls "$dir"/libnginx-mod-http-oip_*.deb)
+    cp "$deb" "$BUILD/"
+    phase "lintian"
+    lintian --fail-on error,warning "$dir"/libnginx-mod-http-oip_*.changes
+    phase "built: build/$(basename "$deb")"
+}
+
 usage() {
-    sed -n '3,21p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -366,5 +393,6 @@ case "$cmd" in
           do_fuzz -runs="${FUZZ_RUNS:-10000000}" ;;
     soak) do_soak ;;
     bench) do_bench ;;
+    deb) do_deb ;;
     *) usage ;;
 esac
