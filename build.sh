@@ -362,7 +362,8 @@ do_deb() {
     install_pkgs "${PKGS_BUILD[@]}" "${PKGS_DEB[@]}"
     rm -rf "$dir"
     mkdir -p "$dir/src"
-    git -C "$ROOT" ls-files -z | (cd "$ROOT" && xargs -0 tar -c) \
+    git -C "$ROOT" ls-files -z \
+        | (cd "$ROOT" && tar -c --null --ignore-failed-read -T -) \
         | tar -x -C "$dir/src"
     phase "building the Debian package (dpkg-buildpackage, dh_nginx)"
     (cd "$dir/src" && dpkg-buildpackage -us -uc -b) > "$dir/build.log" 2>&1 \
