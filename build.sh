@@ -14,8 +14,9 @@
 #   ./build.sh fuzz     each fuzz target for FUZZ_RUNS (10 million)
 #   ./build.sh soak     the load test for OIP_SOAK_SECONDS (600)
 #   ./build.sh bench    the speed and memory benchmarks and their targets
-#   ./build.sh deb      the Debian package, built with dh_nginx and checked
-#                       by lintian: build/libnginx-mod-http-oip_*.deb
+#   ./build.sh deb      the Debian package, built with dh_nginx, checked
+#                       by lintian, installed, used and purged in a clean
+#                       Debian 12 root: build/libnginx-mod-http-oip_*.deb
 #
 # check and test take test files to run only those:
 #   ./build.sh check t/integration/test_faults.py
@@ -38,7 +39,7 @@ PKGS_BUILD=(nginx nginx-dev gcc make libc6-dev zlib1g-dev libssl-dev
 PKGS_TEST=(python3 curl perl valgrind wrk clang-14 libclang-rt-14-dev
            python3-prometheus-client prometheus)
 # the Debian package: Debian's own tooling (dh_nginx is in nginx-dev)
-PKGS_DEB=(debhelper dpkg-dev fakeroot lintian)
+PKGS_DEB=(debhelper dpkg-dev fakeroot lintian mmdebstrap python3)
 # the bench's baseline (cJSON) and the OpenResty peer
 PKGS_BENCH=(libcjson-dev libnginx-mod-http-lua lua-cjson)
 
@@ -373,7 +374,9 @@ do_deb() {
     cp "$deb" "$BUILD/"
     phase "lintian"
     lintian --fail-on error,warning "$dir"/libnginx-mod-http-oip_*.changes
-    phase "built: build/$(basename "$deb")"
+    phase "installed in a clean Debian 12 root (mmdebstrap), used, purged"
+    run_py "the package in a clean root" "$ROOT/t/package/test_install.py"
+    phase "built and tested: build/$(basename "$deb")"
 }
 
 usage() {
