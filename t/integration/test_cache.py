@@ -42,26 +42,29 @@ LINES = {
 }
 
 
-def location(path, upstream, without=(), extra=""):
+def location(path, upstream, without=(), extra="", inputs="keep",
+             outputs="binary"):
     lines = [v for k, v in LINES.items() if k not in without]
     if "key" in without:
         lines.append('proxy_cache_key "$oip_digest";')
     return """
         location %s {{
             oip on;
-            oip_upstream_outputs binary;
+            oip_upstream_inputs %s;
+            oip_upstream_outputs %s;
             proxy_cache infer;
             proxy_cache_valid 200 10m;
             %s
             %s
             proxy_pass http://127.0.0.1:{%s}/;
-        }}""" % (path, "\n            ".join(lines), extra, upstream)
+        }}""" % (path, inputs, outputs, "\n            ".join(lines), extra,
+                 upstream)
 
 
 def simple(a, b, ident=None, nested=False):
     def t(name, data):
         return {"name": name, "datatype": "INT32", "shape": [1, 16],
-                "data": [data] if nested else data}
+                "data": [list(data)] if nested else list(data)}
     doc = {"inputs": [t("INPUT0", a), t("INPUT1", b)]}
     if ident is not None:
         doc["id"] = ident
@@ -248,6 +251,49 @@ class Cache(GatewayTestCase):
         self.assertEqual((st, st2), (200, 200))
         self.assertEqual(json.loads(one)["name"], "simple")
         self.assertEqual(json.loads(two)["name"], "identity")
+
+
+class Families(GatewayTestCase):
+    """The cache in front of each runtime family the example runtime
+    imitates, configured as docs/upstreams.md says (MLServer: JSON both
+    ways): a JSON client, then a binary one, the runtime asked once."""
+
+    FAMILIES = ["triton", "kserve", "openvino", "mlserver"]
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rts = {f: cls.start_runtime(f) for f in cls.FAMILIES}
+        server = ""
+        for f in cls.FAMILIES:
+            form = "json" if f == "mlserver" else "binary"
+            server += location("/%s/" % f, f, inputs=form, outputs=form)
+        cls.ngx = cls.start_nginx(server, http=HTTP, workers=2,
+                                  **{f: cls.rts[f].port
+                                     for f in cls.FAMILIES})
+
+    def test_hit_in_front_of_each(self):
+        a = [21] * 16
+        for f in self.FAMILIES:
+            with self.subTest(family=f):
+                hooks = Hooks(self.rts[f].port)
+                before = hooks.infer("simple")
+                uri = "/%s/v2/models/simple/infer" % f
+                st, h, out = self.ngx.post(uri, json.dumps(simple(a, B, "j")))
+                self.assertEqual(st, 200, out)
+                doc = json.loads(out)
+                self.assertEqual(doc.get("id"), "j")
+                sums = {o["name"]: o["data"] for o in doc["outputs"]}
+                self.assertEqual(sums["OUTPUT0"], [24] * 16)
+                body, n = simple_binary(a, B, "b")
+                st, h, out = self.ngx.post(uri, body, {IHCL: str(n)})
+                self.assertEqual(st, 200, out)
+                header, rest = split_binary(h, out)
+                self.assertEqual(header["id"], "b")
+                names = [o["name"] for o in header["outputs"]]
+                at = names.index("OUTPUT0") * 64
+                self.assertEqual(rest[at:at + 64],
+                                 struct.pack("<16i", *([24] * 16)))
+                self.assertEqual(hooks.infer("simple") - before, 1)
 
 
 class EachLine(GatewayTestCase):
