@@ -31,13 +31,14 @@ typedef struct {
 } oip_dig_t;
 
 
-/* a member of a parameters object, or an input, to sort by name */
+/* a member of a parameters object, an input or an output, by name */
 
 typedef struct {
     oip_key_t              key;
-    const uint8_t         *v;
+    const uint8_t         *v;          /* a member's value */
     const uint8_t         *end;
-    oip_item_t            *it;
+    oip_item_t            *it;         /* an input */
+    const oip_flagged_t   *out;        /* an output */
 } oip_dig_entry_t;
 
 
@@ -58,13 +59,13 @@ static void oip_dig_free(oip_msg_t *m, oip_dig_entry_t *e, size_t n);
 int
 oip_request_digest(oip_req_t *rq)
 {
-    int               rc, binary, deflt;
-    size_t            i, n;
-    oip_dig_t         d;
-    oip_msg_t        *m;
-    oip_item_t       *it;
-    oip_dig_entry_t  *in, *out;
-    oip_flagged_t    *f;
+    int                   rc, binary, deflt;
+    size_t                i, n;
+    oip_dig_t             d;
+    oip_msg_t            *m;
+    oip_item_t           *it;
+    oip_dig_entry_t      *in, *out;
+    const oip_flagged_t  *f;
 
     m = &rq->m;
 
@@ -143,7 +144,7 @@ oip_request_digest(oip_req_t *rq)
     for (i = 0; i < n; i++) {
         out[i].key = rq->out_names[i];
         out[i].key.owned = 0;
-        out[i].v = (const uint8_t *) &rq->outs[i];
+        out[i].out = &rq->outs[i];
     }
 
     qsort(out, n, sizeof(oip_dig_entry_t), oip_dig_cmp);
@@ -151,7 +152,7 @@ oip_request_digest(oip_req_t *rq)
     oip_dig_u64(&d, n);
 
     for (i = 0; i < n && rc == 0; i++) {
-        f = (oip_flagged_t *) out[i].v;
+        f = out[i].out;
 
         binary = deflt;
 
