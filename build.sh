@@ -17,6 +17,9 @@
 #   ./build.sh deb      the Debian package, built with dh_nginx, checked
 #                       by lintian, installed, used and purged in a clean
 #                       Debian 12 root: build/libnginx-mod-http-oip_*.deb
+#   ./build.sh image    the package (as deb does), then the container
+#                       image (docs/deploy/image/) built with podman and
+#                       run: a request through it; tagged ngx-oip:<version>
 #
 # check and test take test files to run only those:
 #   ./build.sh check t/integration/test_faults.py
@@ -37,9 +40,11 @@ MAKE_T=(make -s -j2 -f "$ROOT/t/Makefile")
 PKGS_BUILD=(nginx nginx-dev gcc make libc6-dev zlib1g-dev libssl-dev
             libpcre2-dev binutils)
 PKGS_TEST=(python3 curl perl valgrind wrk clang-14 libclang-rt-14-dev
-           python3-prometheus-client prometheus)
+           python3-prometheus-client prometheus python3-yaml)
 # the Debian package: Debian's own tooling (dh_nginx is in nginx-dev)
 PKGS_DEB=(debhelper dpkg-dev fakeroot lintian mmdebstrap python3)
+# the container image (runc: see t/package/test_image.py)
+PKGS_IMAGE=(podman runc mmdebstrap python3)
 # the bench's baseline (cJSON) and the OpenResty peer
 PKGS_BENCH=(libcjson-dev libnginx-mod-http-lua lua-cjson)
 
@@ -371,6 +376,8 @@ do_deb() {
         || { tail -40 "$dir/build.log" >&2; say "failed: $dir/build.log"
              exit 1; }
     deb=$(ls "$dir"/libnginx-mod-http-oip_*.deb)
+    # one package file: the image's Containerfile takes what is there
+    rm -f "$BUILD"/libnginx-mod-http-oip_*.deb
     cp "$deb" "$BUILD/"
     phase "lintian"
     lintian --fail-on error,warning "$dir"/libnginx-mod-http-oip_*.changes
@@ -379,8 +386,21 @@ do_deb() {
     phase "built and tested: build/$(basename "$deb")"
 }
 
+# The image, built from the package as the Containerfile's header tells
+# a user, tested running (t/package/test_image.py), then tagged for use.
+do_image() {
+    local version
+    do_deb
+    install_pkgs "${PKGS_IMAGE[@]}"
+    version=$(dpkg-parsechangelog -l "$ROOT/debian/changelog" -S Version)
+    OIP_IMAGE_TAG="localhost/ngx-oip:$version" \
+        run_py "the container image: built with podman, run, a request \
+through it" "$ROOT/t/package/test_image.py"
+    phase "built and tested: localhost/ngx-oip:$version"
+}
+
 usage() {
-    sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -398,5 +418,6 @@ case "$cmd" in
     soak) do_soak ;;
     bench) do_bench ;;
     deb) do_deb ;;
+    image) do_image ;;
     *) usage ;;
 esac

@@ -199,15 +199,16 @@ class Nginx:
     """A real nginx with the module loaded, in its own prefix."""
 
     def __init__(self, server, http="", main="", workers=1,
-                 log_level="info", conf=None, **subst):
+                 log_level="info", conf=None, port=None, **subst):
         """server, http, main: parts of CONF; or conf, a whole
         configuration in which @PORT@, @DIR@ and @MODULE@ stand for the
-        port to listen on, the prefix and the module."""
+        port to listen on, the prefix and the module; port, the port
+        when the configuration names it itself (in an included file)."""
         self.dir = tempfile.mkdtemp(prefix="oip-nginx-")
         # workers run unprivileged: let them reach their temp paths
         os.chmod(self.dir, 0o755)
         os.makedirs(os.path.join(self.dir, "logs"))
-        self.port = free_port()
+        self.port = port or free_port()
         self.h2port = free_port()
         values = dict(subst, dir=self.dir, port=self.port,
                       h2port=self.h2port)
