@@ -262,8 +262,8 @@ class Manifests(unittest.TestCase):
         self.assertEqual(len(runtime), 1)
         upstreams = set(re.findall(r"proxy_pass\s+http://127\.0\.0\.1:(\d+)",
                                    conf))
-        self.assertEqual(upstreams,
-                         {str(p["containerPort"]) for p in runtime[0]["ports"]})
+        ports = {str(p["containerPort"]) for p in runtime[0]["ports"]}
+        self.assertEqual(upstreams, ports)
 
     def test_services_and_routes(self):
         deps = self.objects("Deployment")
@@ -337,7 +337,8 @@ def image_nginx_conf(conf_d, port, admin):
              "load_module @MODULE@;"),
             ("pid /tmp/nginx.pid;", "pid @DIR@/nginx.pid;"),
             ("error_log stderr notice;", "error_log @DIR@/error.log notice;"),
-            ("access_log /dev/stdout oip;", "access_log @DIR@/access.log oip;"),
+            ("access_log /dev/stdout oip;",
+             "access_log @DIR@/access.log oip;"),
             ("listen 9145;", "listen 127.0.0.1:%d;" % admin),
             ("include /etc/nginx/conf.d/*.conf;",
              "include %s/*.conf;" % conf_d)):
@@ -394,7 +395,8 @@ class Run(GatewayTestCase):
         """The kubelet's httpGet: success is 200 to 399."""
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         try:
-            conn.request("GET", path, headers={"User-Agent": "kube-probe/1.31"})
+            conn.request("GET", path,
+                         headers={"User-Agent": "kube-probe/1.31"})
             return 200 <= conn.getresponse().status < 400
         finally:
             conn.close()

@@ -169,8 +169,9 @@ class Image(unittest.TestCase):
         # the module enabled by the package, as on a Debian host
         r = podman("run", "--rm", IMAGE, "readlink",
                    "/etc/nginx/modules-enabled/50-mod-http-oip.conf")
-        self.assertEqual(r.stdout.strip(),
-                         "/usr/share/nginx/modules-available/mod-http-oip.conf")
+        self.assertEqual(
+            r.stdout.strip(),
+            "/usr/share/nginx/modules-available/mod-http-oip.conf")
         # the image's own configuration is sound as it stands
         r = podman("run", "--rm", IMAGE, "nginx", "-e", "stderr", "-t",
                    check=False)
