@@ -8,15 +8,21 @@
 #                       127.0.0.1:8000 (Ctrl-C stops both)
 #   ./build.sh check    the quick check, for the edit-test loop: unit
 #                       tests, the build's shape, the integration tests
-#   ./build.sh test     the whole suite: check, then bounded fuzzing, the
-#                       load test, and everything again under ASan+UBSan
-#                       and under valgrind; non-zero on any failure
+#   ./build.sh test     the whole suite: check, the integration tests
+#                       through a second nginx (nginx-next), bounded
+#                       fuzzing, the load test, and everything again under
+#                       ASan+UBSan and under valgrind; non-zero on any
+#                       failure
 #   ./build.sh fuzz     each fuzz target for FUZZ_RUNS (10 million)
 #   ./build.sh soak     the load test for OIP_SOAK_SECONDS (600)
 #   ./build.sh bench    the speed and memory benchmarks and their targets
 #   ./build.sh deb      the Debian package, built with dh_nginx, checked
 #                       by lintian, installed, used and purged in a clean
 #                       Debian 12 root: build/libnginx-mod-http-oip_*.deb
+#   ./build.sh nginx-next  the module built into the second nginx the
+#                       suite runs against (1.26.3, from Debian 13's
+#                       source, configured as Debian 13 configures it),
+#                       and the integration tests through it; part of test
 #   ./build.sh image    the package (as deb does), then the container
 #                       image (docs/deploy/image/) built with podman and
 #                       run: a request through it; tagged ngx-oip:<version>
@@ -45,6 +51,9 @@ PKGS_TEST=(python3 curl perl valgrind wrk clang-14 libclang-rt-14-dev
 PKGS_DEB=(debhelper dpkg-dev fakeroot lintian mmdebstrap python3)
 # the container image (runc: see t/package/test_image.py)
 PKGS_IMAGE=(podman runc mmdebstrap python3)
+# the second nginx: its source from Debian's archive, the libraries
+# Debian's configure flags ask for
+PKGS_NEXT=(dpkg-dev libssl-dev libpcre2-dev zlib1g-dev curl)
 # the bench's baseline (cJSON) and the OpenResty peer
 PKGS_BENCH=(libcjson-dev libnginx-mod-http-lua lua-cjson)
 
@@ -255,6 +264,11 @@ do_test() {
     do_check "$@"
     all=("${INTEGRATION[@]}" "${LOAD[@]}")
 
+    build_next
+    [ ${#INTEGRATION[@]} -eq 0 ] \
+        || OIP_NGINX="$NEXT_NGINX" OIP_MODULE="$NEXT_MODULE" \
+            run_py "integration tests: nginx $NEXT_VERSION" "${INTEGRATION[@]}"
+
     phase "fuzzing, ${FUZZ_SECONDS:-20} s a target (libFuzzer, ASan+UBSan)"
     do_fuzz -max_total_time="${FUZZ_SECONDS:-20}"
 
@@ -317,6 +331,107 @@ curl -s -i http://127.0.0.1:8000/v2/models/simple/infer -d '{"inputs":[
 Ctrl-C stops both.
 EOT
     wait $ngx
+}
+
+# The second nginx: the newest release whose source Debian's archive
+# serves in full here is 1.26.3 (Debian 13, trixie; sid's 1.30.6 comes as
+# binary packages only).  Its upstream tarball, checked against trixie's
+# Sources index, is built with the flags of trixie's own nginx (its
+# nginx -V), without the =dynamic modules (geoip, image_filter, perl,
+# xslt, mail, stream: separate .so files, nothing the binary or this
+# module depends on), and with this module added; the binary runs from
+# its build tree.  Fetched and configured again only when missing or
+# when the module's file lists change: make picks up the rest.
+NEXT_SUITE=trixie
+NEXT_VERSION=1.26.3
+NEXT_FLAGS=(--prefix=/usr/share/nginx --conf-path=/etc/nginx/nginx.conf
+    --http-log-path=/var/log/nginx/access.log --error-log-path=stderr
+    --lock-path=/var/lock/nginx.lock --pid-path=/run/nginx.pid
+    --modules-path=/usr/lib/nginx/modules
+    --http-client-body-temp-path=/var/lib/nginx/body
+    --http-fastcgi-temp-path=/var/lib/nginx/fastcgi
+    --http-proxy-temp-path=/var/lib/nginx/proxy
+    --http-scgi-temp-path=/var/lib/nginx/scgi
+    --http-uwsgi-temp-path=/var/lib/nginx/uwsgi
+    --with-compat --with-debug --with-pcre-jit --with-http_ssl_module
+    --with-http_stub_status_module --with-http_realip_module
+    --with-http_auth_request_module --with-http_v2_module
+    --with-http_v3_module --with-http_dav_module --with-http_slice_module
+    --with-threads --with-http_addition_module --with-http_flv_module
+    --with-http_gunzip_module --with-http_gzip_static_module
+    --with-http_mp4_module --with-http_random_index_module
+    --with-http_secure_link_module --with-http_sub_module
+    --with-mail_ssl_module --with-stream_ssl_module
+    --with-stream_ssl_preread_module --with-stream_realip_module)
+# trixie's compiler flags beyond bookworm's dpkg-buildflags
+NEXT_CFLAGS="-Werror=implicit-function-declaration -fstack-clash-protection \
+-fcf-protection"
+
+# fetch_next_source DIR: the tarball, by apt from trixie's Sources index
+# with a private apt configuration (the system's is not touched)
+fetch_next_source() {
+    local dir=$1 apt="$1/apt" uri name sum
+    mkdir -p "$apt/lists/partial" "$apt/cache/archives/partial"
+    cat > "$apt/sources.list" <<EOT
+deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] \
+http://deb.debian.org/debian $NEXT_SUITE main
+EOT
+    cat > "$apt/apt.conf" <<EOT
+Dir::Etc::sourcelist "$apt/sources.list";
+Dir::Etc::sourceparts "-";
+Dir::State::Lists "$apt/lists";
+Dir::Cache "$apt/cache";
+EOT
+    APT_CONFIG="$apt/apt.conf" apt-get update -qq >/dev/null
+    # 'URI' NAME SIZE SHA256:SUM, for the upstream tarball only: the
+    # mirror here serves no .dsc nor Debian tarball for trixie's nginx
+    read -r uri name _ sum < <(APT_CONFIG="$apt/apt.conf" \
+        apt-get source -qq --print-uris "nginx/$NEXT_SUITE" \
+        | grep "nginx_$NEXT_VERSION.orig.tar.gz")
+    [ -n "$name" ] || { say "no nginx $NEXT_VERSION in $NEXT_SUITE"; exit 1; }
+    uri=${uri//\'/}
+    curl -fsSL -o "$dir/$name" "$uri"
+    echo "${sum#SHA256:}  $dir/$name" | sha256sum -c --quiet \
+        || { say "checksum of $name"; exit 1; }
+    tar -xzf "$dir/$name" -C "$dir"
+}
+
+build_next() {
+    local dir="$BUILD/nginx-next" src sum
+    src="$dir/nginx-$NEXT_VERSION"
+    sum=$(cat "$ROOT/config" "$ROOT/ngx_oip_module/codec/sources" \
+          | md5sum | cut -d' ' -f1)
+    install_pkgs "${PKGS_BUILD[@]}" "${PKGS_NEXT[@]}"
+    # configured again when the module's file lists change
+    if [ ! -f "$src/objs/Makefile" ] \
+            || [ "$(cat "$dir/.configured" 2>/dev/null)" != "$sum" ]; then
+        phase "nginx $NEXT_VERSION: the source from Debian $NEXT_SUITE, \
+configured as Debian configures it"
+        rm -rf "$dir"
+        mkdir -p "$dir"
+        fetch_next_source "$dir"
+        (cd "$src" && ./configure \
+            --with-cc-opt="$(dpkg-buildflags --get CFLAGS) $NEXT_CFLAGS \
+-fPIC $(dpkg-buildflags --get CPPFLAGS)" \
+            --with-ld-opt="$(dpkg-buildflags --get LDFLAGS) -Wl,-z,now -fPIC" \
+            "${NEXT_FLAGS[@]}" --add-dynamic-module="$ROOT") \
+            > "$dir/configure.log" 2>&1 \
+            || { tail -20 "$dir/configure.log" >&2; exit 1; }
+        echo "$sum" > "$dir/.configured"
+    fi
+    phase "nginx $NEXT_VERSION and the module built into it"
+    make -s -j2 -C "$src" > "$dir/make.log" 2>&1 \
+        || { cat "$dir/make.log" >&2; exit 1; }
+    NEXT_NGINX="$src/objs/nginx"
+    NEXT_MODULE="$src/objs/ngx_http_oip_module.so"
+}
+
+do_next() {
+    select_files "$@"
+    install_pkgs "${PKGS_TEST[@]}"
+    build_next
+    OIP_NGINX="$NEXT_NGINX" OIP_MODULE="$NEXT_MODULE" \
+        run_py "integration tests: nginx $NEXT_VERSION" "${INTEGRATION[@]}"
 }
 
 # the load test, long: OIP_SOAK_SECONDS (600) of mixed load on 2 workers
@@ -400,7 +515,7 @@ through it" "$ROOT/t/package/test_image.py"
 }
 
 usage() {
-    sed -n '3,26p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '3,32p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -419,5 +534,6 @@ case "$cmd" in
     bench) do_bench ;;
     deb) do_deb ;;
     image) do_image ;;
+    nginx-next) do_next "$@"; phase "nginx $NEXT_VERSION: passed" ;;
     *) usage ;;
 esac
