@@ -381,6 +381,7 @@ Dir::Etc::sourcelist "$apt/sources.list";
 Dir::Etc::sourceparts "-";
 Dir::State::Lists "$apt/lists";
 Dir::Cache "$apt/cache";
+APT::Sandbox::User "root";
 EOT
     APT_CONFIG="$apt/apt.conf" apt-get update -qq >/dev/null
     # 'URI' NAME SIZE SHA256:SUM, for the upstream tarball only: the

@@ -106,6 +106,13 @@ class Install(unittest.TestCase):
         # the stock configuration, the module enabled by the package
         t = run(root, "nginx", "-t", check=False)
         self.assertEqual(t.returncode, 0, t.stderr)
+        # and with a gateway in conf.d/, as docs/deploy/README.md says
+        gw = os.path.join(root, "etc/nginx/conf.d/oip-gateway.conf")
+        shutil.copy(os.path.join(ROOT, "docs", "deploy", "image",
+                                 "gateway.conf"), gw)
+        t = run(root, "nginx", "-t", check=False)
+        os.unlink(gw)
+        self.assertEqual(t.returncode, 0, t.stderr)
 
         rt = Runtime("triton")
         port = free_port()
