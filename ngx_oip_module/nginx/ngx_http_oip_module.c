@@ -175,6 +175,13 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       offsetof(ngx_http_oip_loc_conf_t, sig_coerce),
       NULL },
 
+    { ngx_string("oip_thread_pool"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
+      ngx_http_oip_thread_pool,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("oip_metrics_zone"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
       ngx_http_oip_metrics_zone,
@@ -255,6 +262,10 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->sig_fail = NGX_CONF_UNSET_UINT;
     conf->sig_optional = NGX_CONF_UNSET_PTR;
     conf->sig_coerce = NGX_CONF_UNSET;
+#if (NGX_THREADS)
+    conf->thread_pool = NGX_CONF_UNSET_PTR;
+    conf->thread_threshold = NGX_CONF_UNSET_SIZE;
+#endif
 
     return conf;
 }
@@ -306,6 +317,13 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                               NGX_HTTP_OIP_SIG_OPEN);
     ngx_conf_merge_ptr_value(conf->sig_optional, prev->sig_optional, NULL);
     ngx_conf_merge_value(conf->sig_coerce, prev->sig_coerce, 0);
+
+#if (NGX_THREADS)
+    /* below that, posting costs more than converting in the worker */
+    ngx_conf_merge_ptr_value(conf->thread_pool, prev->thread_pool, NULL);
+    ngx_conf_merge_size_value(conf->thread_threshold, prev->thread_threshold,
+                              256 * 1024);
+#endif
 
     return NGX_CONF_OK;
 }

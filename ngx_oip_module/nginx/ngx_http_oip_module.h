@@ -72,6 +72,12 @@ typedef struct {
     ngx_uint_t             sig_fail;        /* NGX_HTTP_OIP_SIG_* */
     ngx_array_t           *sig_optional;    /* of oip_optional_t */
     ngx_flag_t             sig_coerce;
+
+#if (NGX_THREADS)
+    /* oip_thread_pool NAME [threshold=SIZE]; NULL: inline */
+    ngx_thread_pool_t     *thread_pool;
+    size_t                 thread_threshold;
+#endif
 } ngx_http_oip_loc_conf_t;
 
 
@@ -123,6 +129,43 @@ typedef struct {
 } ngx_http_oip_ctx_t;
 
 
+#if (NGX_THREADS)
+
+/* a conversion in a thread (ngx_http_oip_thread.c) */
+
+typedef struct ngx_http_oip_job_s  ngx_http_oip_job_t;
+
+typedef void (*ngx_http_oip_job_pt)(ngx_http_request_t *r,
+    ngx_http_oip_job_t *job);
+
+struct ngx_http_oip_job_s {
+    ngx_http_request_t    *r;
+    ngx_http_oip_job_pt    done;        /* in the worker, once converted */
+    ngx_thread_task_t     *task;
+    ngx_event_t            hold;        /* a timer while it runs */
+    ngx_pool_t            *pool;        /* the thread's, freed with r */
+    ngx_log_t              log;
+
+    /* the codec's call, set before posting */
+    unsigned               response:1;  /* an answer, else a request */
+    unsigned               digested:1;  /* digest set up for $oip_digest */
+    oip_alloc_t            alloc;
+    oip_options_t          opt;
+    oip_framing_t          framing;
+    oip_digest_t           digest;
+    oip_wish_t            *wish;
+    const u_char          *body;
+    size_t                 len;
+
+    /* its outcome, set in the thread */
+    oip_result_t           res;
+    int                    rc;
+    uint64_t               usec;
+};
+
+#endif
+
+
 /* the two paths, registered by the module */
 ngx_int_t ngx_http_oip_request_init(ngx_conf_t *cf);
 ngx_int_t ngx_http_oip_response_init(ngx_conf_t *cf);
@@ -148,6 +191,14 @@ ngx_buf_t *ngx_http_oip_error_json(ngx_http_request_t *r, u_char *msg,
 ngx_int_t ngx_http_oip_chain(ngx_http_request_t *r, oip_seg_t *segs,
     size_t n, ngx_chain_t **out, ngx_buf_t **last);
 
+
+/* big conversions in a thread pool (ngx_http_oip_thread.c) */
+char *ngx_http_oip_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+#if (NGX_THREADS)
+ngx_http_oip_job_t *ngx_http_oip_job(ngx_http_request_t *r, size_t len);
+ngx_int_t ngx_http_oip_job_post(ngx_http_oip_job_t *job);
+#endif
 
 /* the variables (ngx_http_oip_variables.c) */
 ngx_int_t ngx_http_oip_variables_add(ngx_conf_t *cf);

@@ -22,8 +22,20 @@ static ngx_int_t ngx_http_oip_request_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_read_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static void ngx_http_oip_body_handler(ngx_http_request_t *r);
+static void ngx_http_oip_resume(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_process(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_processed(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
+#if (NGX_THREADS)
+static ngx_int_t ngx_http_oip_process_thread(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_framing_t *framing, u_char *body,
+    size_t len);
+static void ngx_http_oip_thread_done(ngx_http_request_t *r,
+    ngx_http_oip_job_t *job);
+static void ngx_http_oip_resume_handler(ngx_http_request_t *r);
+#endif
 static ngx_int_t ngx_http_oip_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char **data, size_t *len);
 static u_char *ngx_http_oip_body_join(ngx_http_request_t *r, off_t total);
@@ -181,12 +193,30 @@ ngx_http_oip_read_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 static void
 ngx_http_oip_body_handler(ngx_http_request_t *r)
 {
+    ngx_int_t            rc;
     ngx_http_oip_ctx_t  *ctx;
 
     ctx = ngx_http_oip_get_ctx(r);
 
-    ctx->status = ngx_http_oip_process(r, ctx);
+    rc = ngx_http_oip_process(r, ctx);
 
+    if (rc == NGX_BUSY) {
+        /* converted in a thread: ngx_http_oip_thread_done() goes on */
+        r->write_event_handler = ngx_http_request_empty_handler;
+        return;
+    }
+
+    ctx->status = rc;
+
+    ngx_http_oip_resume(r, ctx);
+}
+
+
+/* the request checked (and converted): on to the next phase */
+
+static void
+ngx_http_oip_resume(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
     /* a model may just have been updated: its signature once more */
 
     if (ctx->misfit && !ctx->body_read
@@ -209,7 +239,6 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     u_char         *body;
     uint64_t        start;
     ngx_int_t       rc, digest;
-    ngx_uint_t      what;
     oip_alloc_t     alloc;
     oip_digest_t    dg;
     oip_header_t    ihcl, encoding;
@@ -235,6 +264,13 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         return rc;
     }
 
+#if (NGX_THREADS)
+    rc = ngx_http_oip_process_thread(r, ctx, &framing, body, len);
+    if (rc != NGX_DECLINED) {
+        return rc;
+    }
+#endif
+
     ngx_http_oip_options(r, &opt);
     ngx_http_oip_allocator(r, &alloc);
 
@@ -254,9 +290,104 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     ctx->request_usec += ngx_http_oip_usec() - start;
 
+    return ngx_http_oip_processed(r, ctx, (int) rc, &res);
+}
+
+
+#if (NGX_THREADS)
+
+/*
+ * NGX_BUSY: converting in a thread; NGX_DECLINED: not there, convert
+ * in the worker.  The thread's call is the worker's, on the job's memory.
+ */
+
+static ngx_int_t
+ngx_http_oip_process_thread(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    oip_framing_t *framing, u_char *body, size_t len)
+{
+    ngx_http_oip_job_t  *job;
+
+    job = ngx_http_oip_job(r, len);
+    if (job == NULL) {
+        return NGX_DECLINED;
+    }
+
+    ngx_http_oip_options(r, &job->opt);
+
+    job->opt.signature = ctx->signature;
+    job->opt.model = ctx->model.data;
+    job->opt.model_len = ctx->model.len;
+
+    job->done = ngx_http_oip_thread_done;
+    job->framing = *framing;
+    job->body = body;
+    job->len = len;
+
+    job->digested = (ngx_http_oip_digest_begin(r, ctx, &job->digest,
+                                               &job->opt)
+                     == NGX_OK);
+
+    if (ngx_http_oip_job_post(job) == NGX_OK) {
+        return NGX_BUSY;
+    }
+
+    if (job->digested) {
+        ngx_http_oip_digest_end(r, ctx, &job->digest, 0);
+    }
+
+    return NGX_DECLINED;
+}
+
+
+static void
+ngx_http_oip_thread_done(ngx_http_request_t *r, ngx_http_oip_job_t *job)
+{
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_get_ctx(r);
+
+    if (job->digested) {
+        ngx_http_oip_digest_end(r, ctx, &job->digest,
+                                job->rc == 0 && job->res.digested);
+    }
+
+    ctx->request_usec += job->usec;
+    ctx->status = ngx_http_oip_processed(r, ctx, job->rc, &job->res);
+
+    /*
+     * Unless the request was terminated meanwhile (its finalizer waits
+     * in the write handler then), on with it, as the connection's write
+     * event would go on: that also runs the posted requests.
+     */
+
+    if (r->write_event_handler == ngx_http_request_empty_handler) {
+        r->write_event_handler = ngx_http_oip_resume_handler;
+    }
+
+    r->connection->write->handler(r->connection->write);
+}
+
+
+static void
+ngx_http_oip_resume_handler(ngx_http_request_t *r)
+{
+    ngx_http_oip_resume(r, ngx_http_oip_get_ctx(r));
+}
+
+#endif
+
+
+/* what follows the codec's verdict, in the worker */
+
+static ngx_int_t
+ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    int rc, oip_result_t *res)
+{
+    ngx_uint_t  what;
+
     if (rc != 0) {
-        ctx->misfit = res.misfit;
-        return ngx_http_oip_fail(r, ctx, res.status, res.error);
+        ctx->misfit = res->misfit;
+        return ngx_http_oip_fail(r, ctx, res->status, res->error);
     }
 
     ctx->misfit = 0;
@@ -264,25 +395,25 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     /* for the variables */
 
     ctx->counted = 1;
-    ctx->id.data = (u_char *) res.id;
-    ctx->id.len = res.id_len;
-    ctx->ninputs = res.ninputs;
-    ctx->elements = res.elements;
-    ctx->tensor_bytes = res.tensor_bytes;
-    ctx->in_form = res.in_form;
-    ctx->upstream_form = res.out_form;
+    ctx->id.data = (u_char *) res->id;
+    ctx->id.len = res->id_len;
+    ctx->ninputs = res->ninputs;
+    ctx->elements = res->elements;
+    ctx->tensor_bytes = res->tensor_bytes;
+    ctx->in_form = res->in_form;
+    ctx->upstream_form = res->out_form;
 
     ngx_log_debug8(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: request valid: rewritten:%d raw:%d "
                    "decompressed:%d binary:%d body:%uz json:%uz "
                    "segments:%uz manage:%d",
-                   res.rewritten, res.raw, res.decompressed, res.binary,
-                   res.body_len, res.header_len, res.nsegs, res.manage);
+                   res->rewritten, res->raw, res->decompressed, res->binary,
+                   res->body_len, res->header_len, res->nsegs, res->manage);
 
-    ctx->wish = res.wish;
-    ctx->manage = res.manage;
+    ctx->wish = res->wish;
+    ctx->manage = res->manage;
 
-    if (res.rewritten && ngx_http_oip_replace(r, &res) != NGX_OK) {
+    if (res->rewritten && ngx_http_oip_replace(r, res) != NGX_OK) {
         goto nomem;
     }
 
@@ -294,15 +425,15 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     what = 0;
 
-    if (res.rewritten) {
+    if (res->rewritten) {
         what |= NGX_HTTP_OIP_FRAMING;
     }
 
-    if (res.content_type) {
+    if (res->content_type) {
         what |= NGX_HTTP_OIP_TYPE;
     }
 
-    if (res.manage
+    if (res->manage
 #if (NGX_HTTP_GZIP || NGX_HTTP_HEADERS)
         /* nothing to drop, no list to rebuild: most clients send none */
         && r->headers_in.accept_encoding
@@ -314,9 +445,9 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: request headers changed: 0x%xi, Content-Type %s",
-                   what, res.content_type ? res.content_type : "as sent");
+                   what, res->content_type ? res->content_type : "as sent");
 
-    if (what && ngx_http_oip_headers(r, &res, what) != NGX_OK) {
+    if (what && ngx_http_oip_headers(r, res, what) != NGX_OK) {
         goto nomem;
     }
 

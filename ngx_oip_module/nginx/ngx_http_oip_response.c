@@ -26,6 +26,14 @@ static ngx_int_t ngx_http_oip_append(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char *data, size_t len);
 static ngx_int_t ngx_http_oip_finish(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_answered(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
+#if (NGX_THREADS)
+static ngx_int_t ngx_http_oip_finish_thread(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_options_t *opt, oip_framing_t *framing);
+static void ngx_http_oip_answer_done(ngx_http_request_t *r,
+    ngx_http_oip_job_t *job);
+#endif
 static ngx_int_t ngx_http_oip_finish_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_send_held(ngx_http_request_t *r,
@@ -49,6 +57,13 @@ static ngx_str_t  ngx_http_oip_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
 
 /* an error answer's message is read from this much of its body, at most */
 #define NGX_HTTP_OIP_ERROR_MAX  65536
+
+/*
+ * The answer is being converted in a thread: the request may not end.
+ * r->buffered has four bits, nginx's filters take three (SSI, sub, copy);
+ * the fourth is the image filter's, which never sees an inference answer.
+ */
+#define NGX_HTTP_OIP_BUFFERED   0x08
 
 
 ngx_int_t
@@ -492,37 +507,122 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         opt.answer_id_len = ctx->id.len;
     }
 
+#if (NGX_THREADS)
+    rc = ngx_http_oip_finish_thread(r, ctx, &opt, &framing);
+    if (rc != NGX_DECLINED) {
+        return rc;
+    }
+#endif
+
     start = ngx_http_oip_usec();
 
     rc = oip_response_process(&res, &alloc, &opt, &ctx->wish, &framing,
                               ctx->buf ? ctx->buf : (u_char *) "", ctx->len);
 
     ctx->answer_usec += ngx_http_oip_usec() - start;
+
+    return ngx_http_oip_answered(r, ctx, rc, &res);
+}
+
+
+#if (NGX_THREADS)
+
+/*
+ * NGX_AGAIN: converting in a thread, the answer held back (the writer
+ * waits on r->buffered and r->aio); NGX_DECLINED: convert in the worker.
+ */
+
+static ngx_int_t
+ngx_http_oip_finish_thread(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    oip_options_t *opt, oip_framing_t *framing)
+{
+    ngx_http_oip_job_t  *job;
+
+    job = ngx_http_oip_job(r, ctx->len);
+    if (job == NULL) {
+        return NGX_DECLINED;
+    }
+
+    job->response = 1;
+    job->done = ngx_http_oip_answer_done;
+    job->opt = *opt;
+    job->framing = *framing;
+    job->wish = &ctx->wish;
+    job->body = ctx->buf ? ctx->buf : (u_char *) "";
+    job->len = ctx->len;
+
+    if (ngx_http_oip_job_post(job) != NGX_OK) {
+        return NGX_DECLINED;
+    }
+
+    r->buffered |= NGX_HTTP_OIP_BUFFERED;
+
+    return NGX_AGAIN;
+}
+
+
+static void
+ngx_http_oip_answer_done(ngx_http_request_t *r, ngx_http_oip_job_t *job)
+{
+    ngx_int_t            rc;
+    ngx_connection_t    *c;
+    ngx_http_oip_ctx_t  *ctx;
+
+    c = r->connection;
+    ctx = ngx_http_oip_get_ctx(r);
+
+    r->buffered &= ~NGX_HTTP_OIP_BUFFERED;
+    ctx->answer_usec += job->usec;
+
+    /* a client gone meanwhile gets nothing: its request is ending */
+
+    if (!c->error) {
+        rc = ngx_http_oip_answered(r, ctx, job->rc, &job->res);
+
+        if (rc == NGX_ERROR) {
+            c->error = 1;
+        }
+    }
+
+    /* on with whatever waits: the writer, the upstream, a finalizer */
+
+    c->write->handler(c->write);
+}
+
+#endif
+
+
+/* the codec's verdict on an answer: it goes out, or a JSON error */
+
+static ngx_int_t
+ngx_http_oip_answered(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    int rc, oip_result_t *res)
+{
     ctx->answer_timed = 1;
 
     if (rc != 0) {
-        return ngx_http_oip_send_upstream_error(r, ctx, res.status,
-                                                res.error);
+        return ngx_http_oip_send_upstream_error(r, ctx, res->status,
+                                                res->error);
     }
 
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: answer %s: binary:%d body:%uz json:%uz "
                    "segments:%uz",
-                   res.rewritten ? "reshaped" : "already as asked",
-                   res.binary, res.body_len, res.header_len, res.nsegs);
+                   res->rewritten ? "reshaped" : "already as asked",
+                   res->binary, res->body_len, res->header_len, res->nsegs);
 
     /* a cached answer given its id only is not converted */
 
-    ctx->answer = (res.rewritten
-                   && (!r->cached || res.in_form != res.out_form
-                       || res.in_form == OIP_SHAPE_MIXED))
+    ctx->answer = (res->rewritten
+                   && (!r->cached || res->in_form != res->out_form
+                       || res->in_form == OIP_SHAPE_MIXED))
                   ? NGX_HTTP_OIP_ANSWER_CONVERTED
                   : NGX_HTTP_OIP_ANSWER_PASSED;
 
-    ctx->answer_bytes = res.tensor_bytes;
-    ctx->answer_form = res.out_form;
+    ctx->answer_bytes = res->tensor_bytes;
+    ctx->answer_form = res->out_form;
 
-    return ngx_http_oip_send(r, ctx, &res);
+    return ngx_http_oip_send(r, ctx, res);
 }
 
 

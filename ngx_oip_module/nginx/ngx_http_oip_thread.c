@@ -1,0 +1,295 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * Large conversions in an nginx thread pool (oip_thread_pool), so that a
+ * big tensor does not stall the small requests of its worker.
+ *
+ * The codec runs there on a pool of its own, created here before the
+ * task is posted and destroyed with the request: nginx's pools are not
+ * thread-safe, and the worker goes on allocating from the request's pool
+ * meanwhile.  The request is parked as nginx parks it for aio threads
+ * (r->main->blocked keeps it from being freed, r->aio keeps the writer
+ * waiting) and resumed by the completion handler, in the worker's event
+ * loop, which gives the result back to the path that posted it.
+ */
+
+
+#include "ngx_http_oip_module.h"
+
+
+#if (NGX_THREADS)
+
+/* how often the timer that keeps a quitting worker waiting comes back */
+#define NGX_HTTP_OIP_JOB_HOLD  60000
+
+static void ngx_http_oip_job_run(void *data, ngx_log_t *log);
+static void ngx_http_oip_job_event(ngx_event_t *ev);
+static void ngx_http_oip_job_hold(ngx_event_t *ev);
+static void ngx_http_oip_job_cleanup(void *data);
+static void *ngx_http_oip_job_alloc(void *data, size_t size);
+static void ngx_http_oip_job_free(void *data, void *p);
+
+#endif
+
+
+/* oip_thread_pool NAME [threshold=SIZE] | off */
+
+char *
+ngx_http_oip_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+#if (NGX_THREADS)
+
+    ngx_http_oip_loc_conf_t *olcf = conf;
+
+    ssize_t     size;
+    ngx_str_t  *value, s;
+    ngx_uint_t  i;
+
+    if (olcf->thread_pool != NGX_CONF_UNSET_PTR) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (ngx_strcmp(value[1].data, "off") == 0) {
+        if (cf->args->nelts > 2) {
+            return "takes no parameters with \"off\"";
+        }
+
+        olcf->thread_pool = NULL;
+        return NGX_CONF_OK;
+    }
+
+    /* declared by thread_pool, or "default" as aio threads adds it */
+
+    olcf->thread_pool = ngx_thread_pool_add(cf, &value[1]);
+    if (olcf->thread_pool == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    for (i = 2; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "threshold=", 10) == 0) {
+            s.len = value[i].len - 10;
+            s.data = value[i].data + 10;
+
+            size = ngx_parse_size(&s);
+            if (size == NGX_ERROR) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid threshold \"%V\"", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            olcf->thread_threshold = (size_t) size;
+            continue;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "invalid parameter \"%V\"", &value[i]);
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+
+#else
+
+    return "needs nginx built --with-threads";
+
+#endif
+}
+
+
+#if (NGX_THREADS)
+
+/*
+ * A job for a conversion of len bytes, or NULL when it runs inline: no
+ * pool in this location, below the threshold, or no memory for the job
+ * (the conversion itself then runs, and fails, inline as always).
+ */
+
+ngx_http_oip_job_t *
+ngx_http_oip_job(ngx_http_request_t *r, size_t len)
+{
+    ngx_pool_cleanup_t       *cln;
+    ngx_http_oip_job_t       *job;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    if (olcf->thread_pool == NULL || len < olcf->thread_threshold) {
+        return NULL;
+    }
+
+    job = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_job_t));
+    if (job == NULL) {
+        return NULL;
+    }
+
+    job->task = ngx_thread_task_alloc(r->pool, 0);
+    if (job->task == NULL) {
+        return NULL;
+    }
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NULL;
+    }
+
+    /*
+     * The thread logs only if its pool cannot allocate: with the
+     * connection's file and level, not its handler, which reads the
+     * request the worker owns.
+     */
+
+    job->log = *r->connection->log;
+    job->log.handler = NULL;
+    job->log.data = NULL;
+
+    job->pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, &job->log);
+    if (job->pool == NULL) {
+        return NULL;
+    }
+
+    /* the result lives in it: freed with the request, never before */
+
+    cln->handler = ngx_http_oip_job_cleanup;
+    cln->data = job->pool;
+
+    job->r = r;
+    job->alloc.alloc = ngx_http_oip_job_alloc;
+    job->alloc.free = ngx_http_oip_job_free;
+    job->alloc.data = job->pool;
+
+    job->task->ctx = job;
+    job->task->handler = ngx_http_oip_job_run;
+    job->task->event.data = job;
+    job->task->event.handler = ngx_http_oip_job_event;
+
+    return job;
+}
+
+
+/*
+ * NGX_OK: the job runs, job->done will be called; NGX_DECLINED: the pool's
+ * queue is full, the caller converts inline.
+ */
+
+ngx_int_t
+ngx_http_oip_job_post(ngx_http_oip_job_t *job)
+{
+    ngx_http_request_t       *r;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    r = job->r;
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    if (ngx_thread_task_post(olcf->thread_pool, job->task) != NGX_OK) {
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "oip: thread pool busy, converting %uz bytes in the "
+                      "worker", job->len);
+        return NGX_DECLINED;
+    }
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: %s of %uz bytes converted in a thread",
+                   job->response ? "answer" : "request", job->len);
+
+    r->main->blocked++;
+    r->aio = 1;
+
+    /*
+     * A worker told to quit gracefully waits for its timers, not for its
+     * connections: a request in a thread has none of its own (its body
+     * is read, its upstream not reached), and would be cut off.
+     */
+
+    job->hold.handler = ngx_http_oip_job_hold;
+    job->hold.data = job;
+    job->hold.log = r->connection->log;
+
+    ngx_add_timer(&job->hold, NGX_HTTP_OIP_JOB_HOLD);
+
+    return NGX_OK;
+}
+
+
+/* in the thread: the codec alone, on the job's memory */
+
+static void
+ngx_http_oip_job_run(void *data, ngx_log_t *log)
+{
+    ngx_http_oip_job_t *job = data;
+
+    uint64_t  start;
+
+    start = ngx_http_oip_usec();
+
+    if (job->response) {
+        job->rc = oip_response_process(&job->res, &job->alloc, &job->opt,
+                                       job->wish, &job->framing, job->body,
+                                       job->len);
+
+    } else {
+        job->rc = oip_request_process(&job->res, &job->alloc, &job->opt,
+                                      &job->framing, job->body, job->len);
+    }
+
+    job->usec = ngx_http_oip_usec() - start;
+}
+
+
+/* back in the worker: the request is the worker's again */
+
+static void
+ngx_http_oip_job_event(ngx_event_t *ev)
+{
+    ngx_http_oip_job_t *job = ev->data;
+
+    ngx_http_request_t  *r;
+
+    r = job->r;
+
+    r->main->blocked--;
+    r->aio = 0;
+
+    if (job->hold.timer_set) {
+        ngx_del_timer(&job->hold);
+    }
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: thread done: %s, %uL us",
+                   job->rc == 0 ? "converted" : "refused", job->usec);
+
+    job->done(r, job);
+}
+
+
+static void
+ngx_http_oip_job_hold(ngx_event_t *ev)
+{
+    ngx_add_timer(ev, NGX_HTTP_OIP_JOB_HOLD);
+}
+
+
+static void
+ngx_http_oip_job_cleanup(void *data)
+{
+    ngx_destroy_pool(data);
+}
+
+
+static void *
+ngx_http_oip_job_alloc(void *data, size_t size)
+{
+    return ngx_palloc(data, size);
+}
+
+
+static void
+ngx_http_oip_job_free(void *data, void *p)
+{
+    (void) ngx_pfree(data, p);
+}
+
+#endif
