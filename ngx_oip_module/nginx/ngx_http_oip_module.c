@@ -621,9 +621,18 @@ ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 void
 ngx_http_oip_allocator(ngx_http_request_t *r, oip_alloc_t *alloc)
 {
+    ngx_http_oip_pool_allocator(r->pool, alloc);
+}
+
+
+/* the codec's memory from an nginx pool (the thread file has its own) */
+
+void
+ngx_http_oip_pool_allocator(ngx_pool_t *pool, oip_alloc_t *alloc)
+{
     alloc->alloc = ngx_http_oip_alloc;
     alloc->free = ngx_http_oip_free;
-    alloc->data = r->pool;
+    alloc->data = pool;
 }
 
 

@@ -180,6 +180,7 @@ ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 char *ngx_http_oip_zone_arg(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name,
     ssize_t *size);
 void ngx_http_oip_allocator(ngx_http_request_t *r, oip_alloc_t *alloc);
+void ngx_http_oip_pool_allocator(ngx_pool_t *pool, oip_alloc_t *alloc);
 
 ngx_table_elt_t *ngx_http_oip_header(ngx_list_t *headers, ngx_str_t *name,
     oip_header_t *h);

@@ -27,8 +27,6 @@ static void ngx_http_oip_job_run(void *data, ngx_log_t *log);
 static void ngx_http_oip_job_event(ngx_event_t *ev);
 static void ngx_http_oip_job_hold(ngx_event_t *ev);
 static void ngx_http_oip_job_cleanup(void *data);
-static void *ngx_http_oip_job_alloc(void *data, size_t size);
-static void ngx_http_oip_job_free(void *data, void *p);
 
 #endif
 
@@ -157,9 +155,7 @@ ngx_http_oip_job(ngx_http_request_t *r, size_t len)
     cln->data = job->pool;
 
     job->r = r;
-    job->alloc.alloc = ngx_http_oip_job_alloc;
-    job->alloc.free = ngx_http_oip_job_free;
-    job->alloc.data = job->pool;
+    ngx_http_oip_pool_allocator(job->pool, &job->alloc);
 
     job->task->ctx = job;
     job->task->handler = ngx_http_oip_job_run;
@@ -276,20 +272,6 @@ static void
 ngx_http_oip_job_cleanup(void *data)
 {
     ngx_destroy_pool(data);
-}
-
-
-static void *
-ngx_http_oip_job_alloc(void *data, size_t size)
-{
-    return ngx_palloc(data, size);
-}
-
-
-static void
-ngx_http_oip_job_free(void *data, void *p)
-{
-    (void) ngx_pfree(data, p);
 }
 
 #endif
