@@ -54,8 +54,9 @@ PKGS_IMAGE=(podman runc mmdebstrap python3)
 # the second nginx: its source from Debian's archive, the libraries
 # Debian's configure flags ask for
 PKGS_NEXT=(dpkg-dev libssl-dev libpcre2-dev zlib1g-dev curl)
-# the bench's baseline (cJSON) and the OpenResty peer
-PKGS_BENCH=(libcjson-dev libnginx-mod-http-lua lua-cjson)
+# the bench's baselines (cJSON, simdjson), the OpenResty peer, the plots
+PKGS_BENCH=(libcjson-dev libnginx-mod-http-lua lua-cjson libsimdjson-dev g++
+            gnuplot-nox)
 
 START=$SECONDS
 
@@ -463,11 +464,20 @@ do_bench() {
 
     phase "the codec: ${OIP_BENCH_BUDGET:-0.4} s a figure," \
           "up to ${OIP_BENCH_MB:-40} MB"
-    "$bin/bench_codec" "${OIP_BENCH_BUDGET:-0.4}" "${OIP_BENCH_MB:-40}" \
+    OIP_BENCH_DATA="$bin/curve.dat" \
+        "$bin/bench_codec" "${OIP_BENCH_BUDGET:-0.4}" "${OIP_BENCH_MB:-40}" \
         || rc=1
 
     phase "end to end through nginx"
     "$PY" "$ROOT/t/bench/bench_e2e.py" || rc=1
+
+    phase "mixed load: small requests while big tensors convert"
+    OIP_BENCH_MIXED_DATA="$bin/mixed.dat" \
+        "$PY" "$ROOT/t/bench/bench_mixed.py" || rc=1
+
+    phase "the plots: docs/figures/"
+    "$PY" "$ROOT/t/bench/plot.py" "$bin/curve.dat" "$bin/mixed.dat" \
+        "$ROOT/docs/figures"
 
     [ $rc -eq 0 ] && say "bench: all targets met" \
                   || say "bench: some targets missed (above)"

@@ -4,6 +4,9 @@
  *
  * The codec's speed, side by side in one run with what it replaces:
  *
+ *   simdjson the best JSON library's way (Debian's simdjson 3, On-Demand,
+ *            bench_simdjson.cpp): JSON -> binary, envelope and data, the
+ *            result checked equal to the expected bytes
  *   cjson    a straightforward cJSON conversion: cJSON_ParseWithLength,
  *            walk child/next, cast; cJSON_CreateDoubleArray and
  *            cJSON_PrintUnformatted to print
@@ -15,6 +18,10 @@
  * MB/s count JSON text in both directions.  Each figure is the best of
  * several runs (the machine is shared and noisy).  The targets of the
  * speed work are checked at the end: ratios within this run.
+ *
+ * Then FP32 both ways at sizes from 1 KB to the largest, for the plot of
+ * throughput against size (OIP_BENCH_DATA names the file the figures go
+ * to, one line each: direction, size, contender, MB/s).
  *
  *   bench_codec [seconds per figure] [largest size in MB]
  */
@@ -36,6 +43,14 @@
 
 
 #define ngx_max(a, b)  ((a) > (b) ? (a) : (b))
+
+/* the contenders, in the order of the table */
+#define NC  5
+
+
+int bench_simdjson_j2b(const unsigned char *json, size_t len, size_t cap,
+    unsigned char *out, size_t *out_len, unsigned char **chunk,
+    size_t *chunk_len);
 
 
 typedef enum { B_FP32, B_FP64, B_INT64, B_IDS, B_FP16, B_BYTES } bkind_e;
@@ -171,6 +186,7 @@ typedef struct {
     size_t      n;
     u_char     *json;       /* the whole request */
     size_t      jlen;
+    size_t      jcap;       /* readable to, for simdjson's padding */
     u_char     *data;       /* its "data": [ ... ] */
     size_t      dlen;
     u_char     *bin;        /* the binary request: header + chunk */
@@ -197,6 +213,7 @@ make_set(set_t *s, bkind_e kind, size_t target)
 
     cap = target + 4096;
     s->json = malloc(cap + 64);
+    s->jcap = cap + 64;
     s->chunk = malloc(cap * 3 + 64);
 
     p = s->json + sprintf((char *) s->json, "{\"inputs\":[{\"name\":\"x\","
@@ -360,6 +377,43 @@ ours_validate(set_t *s)
     pool_reset(&pool);
 
     return req.status;
+}
+
+
+/* -------------------------------------------------------- simdjson */
+
+static int  checking;     /* the first call: the result compared */
+
+
+/* its output in memory of its own each time, as every contender's */
+
+static int
+simd_j2b(set_t *s)
+{
+    int      rc;
+    size_t   len, clen;
+    u_char  *out, *chunk;
+
+    out = malloc(s->clen + 8192);
+    if (out == NULL) {
+        return -1;
+    }
+
+    rc = bench_simdjson_j2b(s->json, s->jlen, s->jcap, out, &len, &chunk,
+                            &clen);
+
+    if (rc == 0 && checking
+        && (clen != s->clen || memcmp(chunk, s->chunk, clen) != 0))
+    {
+        fprintf(stderr, "simdjson: %s at %zu bytes differs from the "
+                "expected bytes: left out\n", kinds[s->kind].label, s->jlen);
+        rc = -1;
+    }
+
+    sink += len;
+    free(out);
+
+    return rc;
 }
 
 
@@ -641,17 +695,21 @@ static double  budget = 0.3;
 #define ROUNDS  7
 
 static void
-measure(int (*fn[4])(set_t *), set_t *s, double best[4])
+measure(int (*fn[NC])(set_t *), set_t *s, double best[NC])
 {
     int     r, c, reps;
     double  t0, t;
 
-    for (c = 0; c < 4; c++) {
+    checking = 1;
+
+    for (c = 0; c < NC; c++) {
         best[c] = (fn[c] && fn[c](s) == 0) ? 1e9 : -1;
     }
 
+    checking = 0;
+
     for (r = 0; r < ROUNDS; r++) {
-        for (c = 0; c < 4; c++) {
+        for (c = 0; c < NC; c++) {
             if (best[c] < 0) {
                 continue;
             }
@@ -663,7 +721,7 @@ measure(int (*fn[4])(set_t *), set_t *s, double best[4])
                 fn[c](s);
                 reps++;
                 t = now() - t0;
-            } while (t < budget / ROUNDS / 4);
+            } while (t < budget / ROUNDS / NC);
 
             if (t / reps < best[c]) {
                 best[c] = t / reps;
@@ -674,7 +732,7 @@ measure(int (*fn[4])(set_t *), set_t *s, double best[4])
 
 
 typedef struct {
-    double  ours, cjson, libc, limit;
+    double  ours, simd, cjson, libc, limit;
 } row_t;
 
 
@@ -688,6 +746,12 @@ print_row(const char *dir, set_t *s, row_t *r)
     printf("%-6s %-10s %8.1f KB | %9.1f MB/s %7.1f Mv/s |", dir,
            kinds[s->kind].label, s->jlen / 1024.0, mb / r->ours,
            s->n / r->ours / 1e6);
+
+    if (r->simd > 0) {
+        printf(" %7.1f MB/s %5.2fx |", mb / r->simd, r->simd / r->ours);
+    } else {
+        printf("         -          |");
+    }
 
     if (r->cjson > 0) {
         printf(" %7.1f MB/s %5.1fx |", mb / r->cjson, r->cjson / r->ours);
@@ -705,6 +769,61 @@ print_row(const char *dir, set_t *s, row_t *r)
 }
 
 
+/*
+ * FP32 both ways from 1 KB to the largest size, every contender, for the
+ * plot: "direction bytes contender MB/s" lines in the file.
+ */
+
+static void
+curve(const char *path, size_t largest, int (*j2b_fns[NC])(set_t *),
+    int (*b2j_fns[NC])(set_t *))
+{
+    int          c, d;
+    FILE        *f;
+    set_t        s;
+    size_t       size;
+    double       t[NC];
+    const char  *names[NC] = { "ngx_oip_module", "simdjson", "cJSON",
+                               "libc", "memcpy" };
+
+    f = fopen(path, "w");
+    if (f == NULL) {
+        perror(path);
+        return;
+    }
+
+    printf("\nFP32 from 1 KB to %.0f MB, for the plot: %s\n",
+           largest / 1048576.0, path);
+
+    for (size = 1024; ; size *= 4) {
+        if (size > largest) {
+            size = largest;
+        }
+
+        make_set(&s, B_FP32, size);
+
+        for (d = 0; d < 2; d++) {
+            measure(d ? b2j_fns : j2b_fns, &s, t);
+
+            for (c = 0; c < NC; c++) {
+                if (t[c] > 0) {
+                    fprintf(f, "%s %zu %s %.1f\n", d ? "b2j" : "j2b",
+                            s.jlen, names[c], s.jlen / 1e6 / t[c]);
+                }
+            }
+        }
+
+        free_set(&s);
+
+        if (size == largest) {
+            break;
+        }
+    }
+
+    fclose(f);
+}
+
+
 int
 main(int argc, char **argv)
 {
@@ -713,14 +832,14 @@ main(int argc, char **argv)
     size_t       sizes[3];
     set_t    s;
     row_t    j2b[6][3], b2j[6][3], val[3];
-    double   maxmb, t4[4], mem[6][2];
+    double   maxmb, t4[NC], mem[6][2];
     char     label[64];
-    int    (*j2b_fns[4])(set_t *) = { ours_j2b, cjson_j2b, libc_j2b,
-                                      limit_j2b };
-    int    (*b2j_fns[4])(set_t *) = { ours_b2j, cjson_b2j, libc_b2j,
-                                      limit_b2j };
-    int    (*val_fns[4])(set_t *) = { ours_validate, NULL, NULL,
-                                      limit_binary };
+    int    (*j2b_fns[NC])(set_t *) = { ours_j2b, simd_j2b, cjson_j2b,
+                                       libc_j2b, limit_j2b };
+    int    (*b2j_fns[NC])(set_t *) = { ours_b2j, NULL, cjson_b2j,
+                                       libc_b2j, limit_b2j };
+    int    (*val_fns[NC])(set_t *) = { ours_validate, NULL, NULL, NULL,
+                                       limit_binary };
 
     if (argc > 1) {
         budget = atof(argv[1]);
@@ -743,9 +862,9 @@ main(int argc, char **argv)
 
     copy_buf = malloc(sizes[2] * 3 + 4096);
 
-    printf("%-6s %-10s %11s | %-27s | %-19s | %-19s | %s\n", "", "",
-           "JSON size", "ngx_oip_module", "cJSON (ratio)",
-           "strtof/%.9g loop", "memcpy");
+    printf("%-6s %-10s %11s | %-27s | %-19s | %-19s | %-19s | %s\n", "",
+           "", "JSON size", "ngx_oip_module", "simdjson (ratio)",
+           "cJSON (ratio)", "strtof/%.9g loop", "memcpy");
 
     for (k = 0; k < 6; k++) {
         if (only && strcmp(only, kinds[k].label) != 0) {
@@ -756,11 +875,11 @@ main(int argc, char **argv)
             make_set(&s, (bkind_e) k, sizes[z]);
 
             measure(j2b_fns, &s, t4);
-            j2b[k][z] = (row_t) { t4[0], t4[1], t4[2], t4[3] };
+            j2b[k][z] = (row_t) { t4[0], t4[1], t4[2], t4[3], t4[4] };
             print_row("J->B", &s, &j2b[k][z]);
 
             measure(b2j_fns, &s, t4);
-            b2j[k][z] = (row_t) { t4[0], t4[1], t4[2], t4[3] };
+            b2j[k][z] = (row_t) { t4[0], t4[1], t4[2], t4[3], t4[4] };
             print_row("B->J", &s, &b2j[k][z]);
 
             if (k == B_FP32 || k == B_BYTES) {
@@ -769,12 +888,12 @@ main(int argc, char **argv)
                 printf("%-6s %-10s %8.1f KB | %9.1f MB/s of binary "
                        "request, %5.2fx memcpy%s\n", "check",
                        kinds[k].label, s.blen / 1024.0, s.blen / 1e6 / t4[0],
-                       t4[3] / t4[0],
+                       t4[4] / t4[0],
                        k == B_FP32 ? " (sizes only)" : " (every element)");
 
                 if (k == B_FP32) {
                     val[z].ours = t4[0];
-                    val[z].limit = t4[3];
+                    val[z].limit = t4[4];
                 }
             }
 
@@ -813,6 +932,10 @@ main(int argc, char **argv)
         free_set(&s);
     }
 
+    if (getenv("OIP_BENCH_DATA") && !only) {
+        curve(getenv("OIP_BENCH_DATA"), sizes[2], j2b_fns, b2j_fns);
+    }
+
     /* the targets, at 1 MB and at the largest size */
 
     fails = 0;
@@ -847,6 +970,21 @@ main(int argc, char **argv)
                b2j[B_FP32][z].libc / b2j[B_FP32][z].ours, 4);
         TARGET("binary request validation / memcpy",
                val[z].limit / val[z].ours, 0.5);
+    }
+
+    /* against the best JSON library, and small against big */
+
+    if (!only) {
+        printf("targets (1 KB and %.0f MB, issue 14):\n", maxmb);
+        TARGET("JSON->binary FP32 1 KB / simdjson On-Demand",
+               j2b[B_FP32][0].simd > 0
+               ? j2b[B_FP32][0].simd / j2b[B_FP32][0].ours : 0, 1.0);
+        TARGET("JSON->binary FP32 largest / simdjson On-Demand",
+               j2b[B_FP32][2].simd > 0
+               ? j2b[B_FP32][2].simd / j2b[B_FP32][2].ours : 0, 1.5);
+        TARGET("binary->JSON FP32 1 KB / %.9g, as at the largest",
+               (b2j[B_FP32][0].libc / b2j[B_FP32][0].ours)
+               / (b2j[B_FP32][2].libc / b2j[B_FP32][2].ours), 1.0);
     }
 
     for (k = 0; k < 6; k++) {

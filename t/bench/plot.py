@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+#
+# Copyright (C) ngx_oip_module authors
+#
+"""The bench's figures as PNG plots (Debian's gnuplot), for
+docs/performance.md:
+
+    plot.py CURVE MIXED OUTDIR
+
+CURVE: bench_codec's "direction bytes contender MB/s" lines (FP32, 1 KB
+to the largest size); MIXED: bench_mixed.py's "contender load p50 p90
+p99" lines.  Writes OUTDIR/codec-throughput.png (throughput against
+size, a line per contender, each direction) and OUTDIR/mixed-latency.png
+(the 1 KB requests' percentiles, alone and beside big conversions)."""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+CONTENDERS = ["ngx_oip_module", "simdjson", "libc", "cJSON", "memcpy"]
+TITLES = {"ngx_oip_module": "ngx_oip_module", "simdjson":
+          "simdjson On-Demand", "libc": "strtof / %.9g loop",
+          "cJSON": "cJSON", "memcpy": "memcpy (the limit)"}
+MIXED = [("plain", "proxy_pass"), ("inline", "oip, in the worker"),
+         ("threads", "oip, oip_thread_pool")]
+
+
+def gnuplot(script):
+    subprocess.run(["gnuplot"], input=script, text=True, check=True)
+
+
+def codec(curve, out, work):
+    rows = [l.split() for l in open(curve) if l.strip()]
+    plots = []
+    for direction, title in (("j2b", "JSON -> binary"),
+                             ("b2j", "binary -> JSON")):
+        lines = []
+        for c in CONTENDERS:
+            pts = sorted((int(r[1]), float(r[3])) for r in rows
+                         if r[0] == direction and r[2] == c)
+            if not pts or c == "memcpy":
+                continue
+            path = os.path.join(work, "%s-%s.dat" % (direction, c))
+            with open(path, "w") as f:
+                f.writelines("%d %.1f\n" % p for p in pts)
+            lines.append("'%s' using ($1/1024):2 with linespoints lw 2 "
+                         "title '%s'" % (path, TITLES[c]))
+        plots.append("set title '%s, FP32'\nplot %s\n"
+                     % (title, ", ".join(lines)))
+    gnuplot("""
+set terminal pngcairo noenhanced size 1100,450 font ',10'
+set output '%s'
+set multiplot layout 1,2
+set logscale x 4
+set xrange [0.7:*]
+set xlabel 'JSON size (KB)'
+set ylabel 'MB/s of JSON'
+set grid
+set key top right
+set yrange [0:*]
+%s
+unset multiplot
+""" % (out, "".join(plots)))
+
+
+def mixed(data, out, work):
+    rows = {(r[0], r[1]): r[2:] for r in
+            (l.split() for l in open(data) if l.strip())}
+    path = os.path.join(work, "mixed.dat")
+    with open(path, "w") as f:
+        for key, label in MIXED:
+            for load in ("alone", "loaded"):
+                if (key, load) in rows:
+                    f.write('"%s\\n%s" %s\n'
+                            % (label, "alone" if load == "alone"
+                               else "+ 2 x 12.7 MB loops",
+                               " ".join(rows[(key, load)])))
+    gnuplot("""
+set terminal pngcairo noenhanced size 1100,480 font ',10'
+set output '%s'
+set bmargin 5
+set offsets 0, 0, graph 0.08, 0
+set title '1 KB FP32 requests at about 500/s, 2 workers: latency'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set ylabel 'ms'
+set grid ytics
+set key top left
+set yrange [0:*]
+plot '%s' using 2:xtic(1) title 'p50', '' using 3 title 'p90', \\
+     '' using 4 title 'p99'
+""" % (out, path))
+
+
+def main():
+    curve, mixed_data, outdir = sys.argv[1:4]
+    os.makedirs(outdir, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="oip-plot-")
+    if os.path.exists(curve):
+        codec(curve, os.path.join(outdir, "codec-throughput.png"), work)
+    if os.path.exists(mixed_data):
+        mixed(mixed_data, os.path.join(outdir, "mixed-latency.png"), work)
+
+
+if __name__ == "__main__":
+    main()
