@@ -264,15 +264,21 @@ def fp32_json(size, seed, outputs=""):
                                   outputs)).encode()
 
 
-def wrk(port, body_file, seconds):
-    script = body_file + ".lua"
+def wrk_script(body_file, extra=""):
+    """A wrk script POSTing the file's bytes; extra: more Lua."""
+    script = body_file + (".steady.lua" if extra else ".lua")
     with open(script, "w") as f:
         f.write('local f = io.open("%s", "rb")\n'
                 'wrk.method = "POST"\n'
                 'wrk.body = f:read("*a")\n'
                 'f:close()\n'
-                'wrk.headers["Content-Type"] = "application/json"\n'
-                % body_file)
+                'wrk.headers["Content-Type"] = "application/json"\n%s'
+                % (body_file, extra))
+    return script
+
+
+def wrk(port, body_file, seconds):
+    script = wrk_script(body_file)
     out = subprocess.run(
         [WRK, "-t1", "-c16", "-d%ds" % seconds, "--latency", "-s", script,
          "http://127.0.0.1:%d%s" % (port, URI)],

@@ -38,7 +38,8 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 
 from bench_e2e import (ANSWER, BIG_SIZE, CONF, METADATA, SECONDS, URI,
-                       UPSTREAM_CONF, WRK, Server, fp32_json, post_big)
+                       UPSTREAM_CONF, WRK, Server, fp32_json, post_big,
+                       wrk_script)
 from oiptest import MODULE
 
 ROUNDS = int(os.environ.get("OIP_MIXED_ROUNDS", "3"))
@@ -60,14 +61,8 @@ ROWS = [
 
 def wrk_steady(port, body_file, seconds):
     """wrk at a steady rate: (requests/s, p50, p90, p99 in ms)."""
-    script = body_file + ".steady.lua"
-    with open(script, "w") as f:
-        f.write('local f = io.open("%s", "rb")\n'
-                'wrk.method = "POST"\n'
-                'wrk.body = f:read("*a")\n'
-                'f:close()\n'
-                'wrk.headers["Content-Type"] = "application/json"\n'
-                'function delay() return %d end\n' % (body_file, DELAY))
+    script = wrk_script(body_file, "function delay() return %d end\n"
+                        % DELAY)
     out = subprocess.run(
         [WRK, "-t1", "-c%d" % CONNECTIONS, "-d%ds" % seconds, "--latency",
          "-s", script, "http://127.0.0.1:%d%s" % (port, URI)],
