@@ -266,6 +266,7 @@ do_test() {
     all=("${INTEGRATION[@]}" "${LOAD[@]}")
 
     build_next
+    build_no_threads
     [ ${#INTEGRATION[@]} -eq 0 ] \
         || OIP_NGINX="$NEXT_NGINX" OIP_MODULE="$NEXT_MODULE" \
             run_py "integration tests: nginx $NEXT_VERSION" "${INTEGRATION[@]}"
@@ -428,10 +429,29 @@ configured as Debian configures it"
     NEXT_MODULE="$src/objs/ngx_http_oip_module.so"
 }
 
+# The module against nginx 1.26.3 configured without --with-threads: it
+# must build (the thread pool is #if (NGX_THREADS)); compiled only.
+# nginx's configure writes the source tree's top Makefile: kept aside.
+build_no_threads() {
+    local src="$BUILD/nginx-next/nginx-$NEXT_VERSION"
+    local dir="$BUILD/nginx-next/no-threads"
+    phase "the module against nginx $NEXT_VERSION without threads (compiled)"
+    cp "$src/Makefile" "$src/Makefile.next"
+    (cd "$src" && ./configure --with-compat --with-http_v2_module \
+        --add-dynamic-module="$ROOT" --builddir="$dir" \
+        && make -f "$dir/Makefile" modules) > "$dir.log" 2>&1 \
+        || { mv -f "$src/Makefile.next" "$src/Makefile"
+             tail -20 "$dir.log" >&2; exit 1; }
+    mv -f "$src/Makefile.next" "$src/Makefile"
+    ! grep -q "define NGX_THREADS" "$dir/ngx_auto_config.h" \
+        || { say "$dir: built with threads"; exit 1; }
+}
+
 do_next() {
     select_files "$@"
     install_pkgs "${PKGS_TEST[@]}"
     build_next
+    build_no_threads
     OIP_NGINX="$NEXT_NGINX" OIP_MODULE="$NEXT_MODULE" \
         run_py "integration tests: nginx $NEXT_VERSION" "${INTEGRATION[@]}"
 }
