@@ -16,6 +16,7 @@ import os
 import random
 import re
 import socket
+import struct
 import sys
 import threading
 import time
@@ -234,6 +235,53 @@ class Threads(GatewayTestCase):
         st, _, out = self.ngx.post("/thread/v2/models/identity/infer",
                                    fp32_request(20000, 8))
         self.assertEqual(st, 200, out)
+
+
+class Families(GatewayTestCase):
+    """In front of each runtime family, in its own form (MLServer: JSON
+    only), JSON and binary clients: what the pool makes is what the
+    worker makes, both ways converted in threads."""
+
+    FAMILIES = ["triton", "kserve", "openvino", "mlserver"]
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rts = {f: cls.start_runtime(f) for f in cls.FAMILIES}
+        server = "client_max_body_size 64m;"
+        for f in cls.FAMILIES:
+            form = "json" if f == "mlserver" else "binary"
+            for path, pool in (("t-" + f, "oip_thread_pool oip "
+                                "threshold=1k;"), ("i-" + f, "")):
+                server += location(path, f, pool).replace(
+                    "inputs binary", "inputs " + form).replace(
+                    "outputs binary", "outputs " + form)
+        cls.ngx = cls.start_nginx(server, main=MAIN, **{
+            f: cls.rts[f].port for f in cls.FAMILIES})
+
+    def test_each_family(self):
+        body = fp32_request(20000, 11, ident="fam")
+        binary = pack_binary(20000, 11)
+        for f in self.FAMILIES:
+            for req, hdrs in ((body, {}), binary):
+                with self.subTest(family=f, binary=bool(hdrs)):
+                    got = []
+                    for path in ("t-" + f, "i-" + f):
+                        st, h, out = self.ngx.post(
+                            "/%s/v2/models/identity/infer" % path, req, hdrs)
+                        self.assertEqual(st, 200, out)
+                        got.append((out, h.get("content-type"),
+                                    h.get(IHCL.lower())))
+                    self.assertEqual(got[0], got[1])
+
+
+def pack_binary(n, seed):
+    """The same tensor as fp32_request(n, seed), as a binary request."""
+    doc = json.loads(fp32_request(n, seed, ident="fam"))
+    data = doc["inputs"][0].pop("data")
+    doc["inputs"][0]["parameters"] = {"binary_data_size": 4 * n}
+    header = json.dumps(doc).encode()
+    return (header + struct.pack("<%df" % n, *data),
+            {IHCL: str(len(header))})
 
 
 class Reload(GatewayTestCase):
