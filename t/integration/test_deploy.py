@@ -391,15 +391,20 @@ class Run(GatewayTestCase):
         ngx.admin = admin
         return ngx
 
-    def probe(self, port, path):
-        """The kubelet's httpGet: success is 200 to 399."""
+    def get(self, port, path):
+        """(status, body) of a GET, as the kubelet's httpGet asks."""
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         try:
             conn.request("GET", path,
                          headers={"User-Agent": "kube-probe/1.31"})
-            return 200 <= conn.getresponse().status < 400
+            r = conn.getresponse()
+            return r.status, r.read()
         finally:
             conn.close()
+
+    def probe(self, port, path):
+        """The kubelet's httpGet: success is 200 to 399."""
+        return 200 <= self.get(port, path)[0] < 400
 
     def check_gateway(self, ngx):
         st, _, body = ngx.post("/v2/models/identity/infer", json.dumps(
@@ -420,11 +425,8 @@ class Run(GatewayTestCase):
             self.assertTrue(self.probe(
                 ports[port_number(c, get["port"])], get["path"]), kind)
         # Prometheus, on the image's port
-        conn = http.client.HTTPConnection("127.0.0.1", ngx.admin, timeout=10)
-        conn.request("GET", "/metrics")
-        r = conn.getresponse()
-        self.assertIn(b'oip_requests_total{model="identity"', r.read())
-        conn.close()
+        self.assertIn(b'oip_requests_total{model="identity"',
+                      self.get(ngx.admin, "/metrics")[1])
 
     def test_sidecar(self):
         objs = manifests()["sidecar.yaml"]
