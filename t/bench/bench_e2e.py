@@ -485,18 +485,26 @@ def main():
              (med["digested"] - med["binary"])
              / max(med["binary"] - med["plain"], 1e-9)))
     if "peer" in med:
+        # issue 14: 1/8 of what the peer adds (0.25 before)
         target("12 MB: latency added, binary / OpenResty peer's",
                (med["binary"] - med["plain"])
-               / max(med["peer"] - med["plain"], 1e-9), 0.25, False)
+               / max(med["peer"] - med["plain"], 1e-9), 0.125, False)
     else:
         # a target that was not measured is not met
         fails += 1
-        print("  %-56s %6s  (<= 0.25)  NOT MEASURED: no peer script"
+        print("  %-56s %6s  (<= 0.125)  NOT MEASURED: no peer script"
               % ("12 MB: latency added, binary / OpenResty peer's", "-"))
     target("12 MB: worker peak RSS / body, oip on (keep)",
            peak["keep"] * 1024 / len(big), 3, False)
     target("12 MB: worker peak RSS / body, binary",
            peak["binary"] * 1024 / len(big), 3, False)
+    # issue 14: no worse than when it was filed, 1.76 against plain
+    # proxy_pass's 1.39 in that run; the worker's idle memory moves with
+    # the machine by more than the rounding, so the figure is what the
+    # binary body adds over proxy_pass in this run; less needs the body
+    # streamed
+    target("12 MB: worker peak RSS over proxy_pass's / body, binary",
+           (peak["binary"] - peak["plain"]) * 1024 / len(big), 0.37, False)
     print("all targets met" if not fails else "SOME TARGETS MISSED")
     return 1 if fails else 0
 
