@@ -498,13 +498,16 @@ def main():
            peak["keep"] * 1024 / len(big), 3, False)
     target("12 MB: worker peak RSS / body, binary",
            peak["binary"] * 1024 / len(big), 3, False)
-    # issue 14: no worse than when it was filed, 1.76 against plain
-    # proxy_pass's 1.39 in that run; the worker's idle memory moves with
-    # the machine by more than the rounding, so the figure is what the
-    # binary body adds over proxy_pass in this run; less needs the body
-    # streamed
-    target("12 MB: worker peak RSS over proxy_pass's / body, binary",
-           (peak["binary"] - peak["plain"]) * 1024 / len(big), 0.37, False)
+    # issue 14: no worse than when it was filed (1.76 of the body, the
+    # idle worker's 5.0 MB in it).  The idle worker grows with the
+    # module's code and moves with the machine (4.8 to 5.1 MB), so the
+    # figure held is what the request adds: at most the body and its
+    # binary form, which a conversion that does not stream must hold
+    # together (16.3 MB of their 16.5 when it was filed)
+    data = big[big.index(b'"data":[') + 8:big.rindex(b"]")]
+    held = len(big) + 4 * (data.count(b",") + 1)
+    target("12 MB: worker peak RSS above idle / (body + binary), binary",
+           (peak["binary"] - idle["binary"]) * 1024 / held, 1.0, False)
     print("all targets met" if not fails else "SOME TARGETS MISSED")
     return 1 if fails else 0
 
