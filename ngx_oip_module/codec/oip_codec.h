@@ -26,6 +26,7 @@
 
 #define OIP_TYPE_JSON        "application/json"
 #define OIP_TYPE_BINARY      "application/octet-stream"
+#define OIP_TYPE_GRPC        "application/grpc"
 
 
 /*
@@ -299,6 +300,67 @@ int oip_response_error(oip_result_t *res, const oip_alloc_t *a, int status,
  */
 int oip_signature_parse(oip_result_t *res, const oip_alloc_t *a,
     const uint8_t *json, size_t len, oip_signature_t **sig);
+
+/*
+ * The gRPC transport (oip_grpc.c): inference.GRPCInferenceService's
+ * methods, in the order of their paths in oip_grpc_paths[].
+ */
+
+typedef enum {
+    OIP_RPC_SERVER_LIVE = 0,
+    OIP_RPC_SERVER_READY,
+    OIP_RPC_MODEL_READY,
+    OIP_RPC_SERVER_METADATA,
+    OIP_RPC_MODEL_METADATA,
+    OIP_RPC_MODEL_INFER
+} oip_rpc_e;
+
+extern const char  *oip_grpc_paths[];
+
+typedef struct {
+    const uint8_t         *model;         /* from the URI */
+    size_t                 model_len;
+    const uint8_t         *version;       /* empty: none */
+    size_t                 version_len;
+    size_t                 max_message;   /* oip_grpc_max_message */
+    unsigned               typed:1;       /* oip_grpc_contents typed */
+} oip_grpc_options_t;
+
+/*
+ * A binary REST request, as oip_request_process() made it (segs, the
+ * first header_len bytes its JSON), as one framed ModelInferRequest:
+ * res->segs, body_len and content_type set.  Tensors are referenced.
+ * Returns res->status: 0, 400 (what gRPC cannot carry), 413 (above
+ * max_message) or 500.
+ */
+int oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
+    const oip_grpc_options_t *g, const oip_seg_t *segs, size_t nsegs,
+    size_t header_len);
+
+/*
+ * An upstream's framed ModelInferResponse as the binary REST answer it
+ * stands for, in one piece (*answer), its JSON header_len bytes: then for
+ * oip_response_process().  Returns res->status: 0, 502 for a message
+ * that is not one, or 500.
+ */
+int oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
+    const uint8_t *body, size_t len, oip_seg_t *answer, size_t *header_len);
+
+/* the framed request of a method other than ModelInfer: res->segs */
+int oip_grpc_call(oip_result_t *res, const oip_alloc_t *a,
+    const oip_grpc_options_t *g, oip_rpc_e rpc);
+
+/*
+ * Its answer as the REST JSON answer: res->segs.  *truth is what a
+ * live or ready answer says (1 or 0), -1 for the metadata.  Returns
+ * res->status: 0, 502 or 500.
+ */
+int oip_grpc_answer(oip_result_t *res, const oip_alloc_t *a, oip_rpc_e rpc,
+    const uint8_t *body, size_t len, int *truth);
+
+/* the HTTP status for a grpc-status code */
+int oip_grpc_http_status(unsigned code);
+
 
 /*
  * Checks and stores an oip_raw_input declaration ("INPUT0", "FP32",

@@ -1,0 +1,475 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * The gRPC transport's protobuf: REST requests as ModelInferRequest
+ * bytes, written out by hand from the field numbers (raw and typed
+ * contents, parameters of each kind, what gRPC cannot carry), and
+ * ModelInferResponse bytes read back into binary REST answers (raw and
+ * typed, packed and not, broken messages refused), health and metadata.
+ * Each message's bytes were checked once against python3-protobuf's
+ * parse of the same message (map entries are in the order written).
+ */
+
+
+#include "codec_test.h"
+
+
+static char  grpc_err[OIP_ERROR_LEN];
+
+static oip_grpc_options_t  gopt = {
+    (const u_char *) "m", 1, (const u_char *) "", 0, 4 << 20, 0
+};
+
+
+/* a JSON request made binary, then a ModelInfer message: its bytes */
+
+static int
+to_grpc(run_t *r, const char *json, const oip_grpc_options_t *g,
+    u_char **out, size_t *len)
+{
+    int            st;
+    size_t         hlen;
+    oip_seg_t      one;
+    oip_result_t   res;
+    oip_options_t  o = opts;
+
+    o.inputs = OIP_FORM_BINARY;
+
+    st = run_opts(r, &o, json, strlen(json), NULL, 0, -1, OIP_ENC_NONE);
+    if (st) {
+        return st;
+    }
+
+    /* run_opts flattened the binary request into r->out */
+
+    one.data = r->out;
+    one.len = r->len;
+    hlen = r->req.rewritten ? r->req.header_len : strlen(json);
+
+    memset(&res, 0, sizeof(oip_result_t));
+
+    st = oip_grpc_request(&res, &r->alloc, g, &one, 1, hlen);
+    if (st) {
+        memcpy(grpc_err, res.error, OIP_ERROR_LEN);
+        return st;
+    }
+
+    *out = flatten(res.segs, res.nsegs, res.body_len, len);
+
+    if (!ok(*len == res.body_len && strcmp(res.content_type,
+                                           OIP_TYPE_GRPC) == 0,
+            "gRPC body length and type"))
+    {
+        diag("%zu against %zu", *len, res.body_len);
+    }
+
+    return 0;
+}
+
+
+static void
+grpc_is(const char *json, const oip_grpc_options_t *g, const char *want,
+    const char *what)
+{
+    run_t    r;
+    u_char  *got, exp[1024];
+    size_t   len, n;
+
+    if (to_grpc(&r, json, g, &got, &len) != 0) {
+        ok(0, "%s", what);
+        diag("refused: %s %s", r.req.error, grpc_err);
+        run_free(&r);
+        return;
+    }
+
+    n = hex(want, exp);
+
+    if (!ok(len == n && memcmp(got, exp, n) == 0, "%s", what)) {
+        diag("got %zu bytes:", len);
+        for (size_t i = 0; i < len; i++) {
+            printf("%02x%s", got[i], (i % 32 == 31) ? "\n" : "");
+        }
+        printf("\n");
+    }
+
+    free(got);
+    run_free(&r);
+}
+
+
+static void
+grpc_refused(const char *json, const oip_grpc_options_t *g, int status,
+    const char *msg)
+{
+    run_t    r;
+    u_char  *got;
+    size_t   len;
+    int      st;
+
+    got = NULL;
+    grpc_err[0] = '\0';
+    st = to_grpc(&r, json, g, &got, &len);
+
+    if (!ok(st == status && (msg == NULL || strstr(r.req.error, msg)
+                             || strstr(grpc_err, msg)),
+            "refused %d: %s", status, msg ? msg : ""))
+    {
+        diag("got %d: %s %s", st, r.req.error, grpc_err);
+    }
+
+    free(got);
+    run_free(&r);
+}
+
+
+static void
+test_request(void)
+{
+    oip_grpc_options_t  g;
+
+#define IN_INT32                                                              \
+    "{\"inputs\":[{\"name\":\"I\",\"datatype\":\"INT32\",\"shape\":[2],"      \
+    "\"data\":[1,-2]}]}"
+
+    /* model_name; inputs[0]: name, datatype, packed shape; raw contents */
+    grpc_is(IN_INT32, &gopt,
+            "00 0000001c"
+            "0a 01 6d"
+            "2a 0d 0a 01 49 12 05 494e543332 1a 01 02"
+            "3a 08 01000000 feffffff",
+            "INT32 request, raw contents");
+
+    /* the version, the id, parameters of each kind, requested outputs */
+    g = gopt;
+    g.version = (const u_char *) "3";
+    g.version_len = 1;
+
+    grpc_is("{\"id\":\"r\\u0031\",\"parameters\":{\"i\":-1,\"b\":false,"
+            "\"s\":\"x\",\"d\":0.5,\"u\":18446744073709551615,"
+            "\"binary_data_output\":true},"
+            "\"inputs\":[{\"name\":\"I\",\"datatype\":\"BOOL\","
+            "\"shape\":[1],\"data\":[true],"
+            "\"parameters\":{\"p\":\"q\"}}],"
+            "\"outputs\":[{\"name\":\"O\",\"parameters\":"
+            "{\"binary_data\":true,\"k\":7}},{\"name\":\"P\"}]}",
+            &g,
+            "00 0000007f"
+            "0a 01 6d 12 01 33 1a 02 7231"
+            /* i: int64 -1, a ten-byte varint */
+            "22 10 0a 01 69 12 0b 10 ffffffffffffffffff01"
+            /* b: false is written: a oneof member is present */
+            "22 07 0a 01 62 12 02 08 00"
+            "22 08 0a 01 73 12 03 1a 01 78"
+            "22 0e 0a 01 64 12 09 21 000000000000e03f"
+            /* u: above int64, uint64_param */
+            "22 10 0a 01 75 12 0b 28 ffffffffffffffffff01"
+            "2a 16 0a 01 49 12 04 424f4f4c 1a 01 01"
+            "22 08 0a 01 70 12 03 1a 01 71"
+            "32 0c 0a 01 4f 12 07 0a 01 6b 12 02 10 07"
+            "32 03 0a 01 50"
+            "3a 01 01",
+            "version, id, parameters of each kind, outputs");
+
+    /* typed: int_contents as varints, negatives in ten bytes */
+    g = gopt;
+    g.typed = 1;
+
+    grpc_is(IN_INT32, &g,
+            "00 00000021"
+            "0a 01 6d"
+            "2a 1c 0a 01 49 12 05 494e543332 1a 01 02"
+            "2a 0d 12 0b 01 feffffffffffffffff01",
+            "INT32 request, typed contents");
+
+    /* typed FP32: the packed field is the binary bytes */
+    grpc_is("{\"inputs\":[{\"name\":\"I\",\"datatype\":\"FP32\","
+            "\"shape\":[2],\"data\":[1,2]}]}", &g,
+            "00 0000001d"
+            "0a 01 6d"
+            "2a 18 0a 01 49 12 04 46503332 1a 01 02"
+            "2a 0a 32 08 0000803f 00000040",
+            "FP32 request, typed contents");
+
+    /* typed BYTES: one field an element */
+    grpc_is("{\"inputs\":[{\"name\":\"I\",\"datatype\":\"BYTES\","
+            "\"shape\":[2],\"data\":[\"ab\",\"\"]}]}", &g,
+            "00 0000001a"
+            "0a 01 6d"
+            "2a 15 0a 01 49 12 05 4259544553 1a 01 02"
+            "2a 06 42 02 6162 42 00",
+            "BYTES request, typed contents");
+
+    /* raw BYTES keep their length prefixes, as Triton reads them */
+    grpc_is("{\"inputs\":[{\"name\":\"I\",\"datatype\":\"BYTES\","
+            "\"shape\":[1],\"data\":[\"ab\"]}]}", &gopt,
+            "00 0000001a"
+            "0a 01 6d"
+            "2a 0d 0a 01 49 12 05 4259544553 1a 01 01"
+            "3a 06 02000000 6162",
+            "BYTES request, raw contents");
+
+    /* an empty tensor still has its raw entry: they pair by index */
+    grpc_is("{\"inputs\":[{\"name\":\"I\",\"datatype\":\"FP32\","
+            "\"shape\":[0],\"data\":[]}]}", &gopt,
+            "00 00000013"
+            "0a 01 6d"
+            "2a 0c 0a 01 49 12 04 46503332 1a 01 00"
+            "3a 00",
+            "empty tensor");
+
+    grpc_refused("{\"inputs\":[{\"name\":\"I\",\"datatype\":\"FP16\","
+                 "\"shape\":[1],\"data\":[1]}]}", &g, 400,
+                 "FP16 has no typed contents");
+
+
+    grpc_refused("{\"inputs\":[{\"name\":\"I\",\"datatype\":\"FP32\","
+                 "\"shape\":[1],\"data\":[1],\"parameters\":{\"l\":[]}}]}",
+                 &gopt, 400, "input 'I' parameter 'l'");
+
+    grpc_refused("{\"inputs\":[{\"name\":\"I\",\"datatype\":\"FP32\","
+                 "\"shape\":[1],\"parameters\":"
+                 "{\"shared_memory_region\":\"r\","
+                 "\"shared_memory_byte_size\":4}}]}",
+                 &gopt, 400, "shared memory is not carried");
+
+    g = gopt;
+    g.max_message = 27;
+    grpc_refused(IN_INT32, &g, 413, "exceeds oip_grpc_max_message (27");
+    g.max_message = 28;
+    grpc_is(IN_INT32, &g,
+            "00 0000001c 0a 01 6d 2a 0d 0a 01 49 12 05 494e543332 1a 01 02"
+            "3a 08 01000000 feffffff", "exactly oip_grpc_max_message");
+}
+
+
+/* an answer read: its header and bytes, or its status */
+
+static int
+from_grpc(const char *hexmsg, char *json, u_char *data, size_t *dlen)
+{
+    u_char        msg[2048];
+    size_t        n, hlen;
+    arena_t       arena;
+    oip_alloc_t   alloc;
+    oip_seg_t     ans;
+    oip_result_t  res;
+
+    arena_init(&arena, &alloc);
+
+    n = hex(hexmsg, msg);
+
+    /* exactly its length, for ASan */
+    u_char *body = malloc(n ? n : 1);
+    memcpy(body, msg, n);
+
+    if (oip_grpc_response(&res, &alloc, body, n, &ans, &hlen) != 0) {
+        snprintf(json, 512, "%d %s", res.status, res.error);
+        free(body);
+        arena_destroy(&arena);
+        return res.status;
+    }
+
+    memcpy(json, ans.data, hlen);
+    json[hlen] = '\0';
+    *dlen = ans.len - hlen;
+    memcpy(data, ans.data + hlen, *dlen);
+
+    free(body);
+    arena_destroy(&arena);
+
+    return 0;
+}
+
+
+static void
+answer_is(const char *hexmsg, const char *want_json, const char *want_hex,
+    const char *what)
+{
+    char    json[1024];
+    u_char  data[512], exp[512];
+    size_t  dlen, n;
+    int     st;
+
+    st = from_grpc(hexmsg, json, data, &dlen);
+    n = hex(want_hex, exp);
+
+    if (!ok(st == 0 && strcmp(json, want_json) == 0 && dlen == n
+            && memcmp(data, exp, n) == 0, "%s", what))
+    {
+        diag("got %d: %s (%zu bytes)", st, json, st ? 0 : dlen);
+    }
+}
+
+
+static void
+answer_refused(const char *hexmsg, const char *msg)
+{
+    char    json[1024];
+    u_char  data[512];
+    size_t  dlen;
+    int     st;
+
+    st = from_grpc(hexmsg, json, data, &dlen);
+
+    if (!ok(st == 502 && strstr(json, msg) != NULL, "answer refused: %s",
+            msg))
+    {
+        diag("got %d: %s", st, st ? json : "");
+    }
+}
+
+
+#define OUT_FP32                                                              \
+    "0a 01 4f 12 04 46503332 1a 01 02"
+
+static void
+test_response(void)
+{
+    /* Triton's way: raw_output_contents */
+    answer_is("00 00000021"
+              "0a 01 6d 12 01 31 1a 01 78"
+              "2a 0c " OUT_FP32
+              "32 08 0000803f 00000040",
+              "{\"model_name\":\"m\",\"model_version\":\"1\",\"id\":\"x\","
+              "\"outputs\":[{\"name\":\"O\",\"datatype\":\"FP32\","
+              "\"shape\":[2],\"parameters\":{\"binary_data_size\":8}}]}",
+              "0000803f 00000040", "raw output contents");
+
+    /* typed, packed; parameters of each kind, on the answer and output */
+    answer_is("00 0000005b"
+              "0a 01 6d"
+              "22 10 0a 01 75 12 0b 28 ffffffffffffffffff01"
+              "22 07 0a 01 62 12 02 08 01"
+              "22 0e 0a 01 64 12 09 21 000000000000f87f"
+              "22 08 0a 01 73 12 03 1a 01 78"
+              "2a 21 " OUT_FP32 " 22 07 0a 01 6b 12 02 10 7f"
+              " 2a 0a 32 08 0000803f 00000040",
+              "{\"model_name\":\"m\",\"model_version\":\"\","
+              "\"parameters\":{\"u\":18446744073709551615,\"b\":true,"
+              "\"d\":null,\"s\":\"x\"},"
+              "\"outputs\":[{\"name\":\"O\",\"datatype\":\"FP32\","
+              "\"shape\":[2],\"parameters\":{\"k\":127,"
+              "\"binary_data_size\":8}}]}",
+              "0000803f 00000040", "typed contents, parameters");
+
+    /* typed, not packed: one field an element; shape unpacked too */
+    answer_is("00 00000028"
+              "2a 26 0a 01 4f 12 05 494e543332 18 02"
+              " 2a 18 10 05 10 feffffffffffffffff01 10 80808080f8ffffffff01",
+              "{\"model_name\":\"\",\"model_version\":\"\","
+              "\"outputs\":[{\"name\":\"O\",\"datatype\":\"INT32\","
+              "\"shape\":[2],\"parameters\":{\"binary_data_size\":12}}]}",
+              "05000000 feffffff 00000080", "unpacked int_contents");
+
+    answer_is("00 00000016"
+              "2a 14 0a 01 42 12 05 4259544553 1a 01 02"
+              " 2a 05 42 01 61 42 00",
+              "{\"model_name\":\"\",\"model_version\":\"\","
+              "\"outputs\":[{\"name\":\"B\",\"datatype\":\"BYTES\","
+              "\"shape\":[2],\"parameters\":{\"binary_data_size\":9}}]}",
+              "01000000 61 00000000", "bytes_contents");
+
+    answer_is("00 00000000",
+              "{\"model_name\":\"\",\"model_version\":\"\",\"outputs\":[]}",
+              "", "an empty message");
+
+    answer_refused("00 00000003 0a 05 6d", "not a ModelInferResponse");
+    answer_refused("01 00000003 0a 01 6d", "compressed");
+    answer_refused("00 00000004 0a 01 6d", "message of 4 bytes comes with 3");
+    answer_refused("00 0000", "holds no message");
+    answer_refused("00 00000014 2a 0c " OUT_FP32 " 32 01 00 32 01 00",
+                   "2 raw output contents for 1 outputs");
+    answer_refused("00 00000012 2a 10 0a 01 4f 12 04 46503136 1a 01 01"
+                   " 2a 02 32 00", "typed contents for a FP16 output");
+    answer_refused("00 00000011 2a 0f 0a 01 4f 12 04 494e5438 2a 04 12 02"
+                   "ff01", "out of range for a INT8 output");
+    answer_refused("00 0000000f 2a 0d 0a 01 4f 12 04 46503332 2a 02 30 02",
+                   "do not fit a FP32 output");
+    /* a group's wire type: not in proto3 */
+    answer_refused("00 00000002 0b 0c", "not a ModelInferResponse");
+    answer_refused("00 0000000b 2a 09 0a 01 4f 12 04 46503939",
+                   "datatype 'FP99'");
+}
+
+
+static void
+test_simple(void)
+{
+    int                 truth;
+    u_char              msg[256];
+    size_t              n, len;
+    arena_t             arena;
+    oip_alloc_t         alloc;
+    oip_result_t        res;
+    oip_grpc_options_t  g;
+    u_char             *got;
+
+    arena_init(&arena, &alloc);
+
+    g = gopt;
+    g.version = (const u_char *) "2";
+    g.version_len = 1;
+
+    oip_grpc_call(&res, &alloc, &g, OIP_RPC_MODEL_METADATA);
+    got = flatten(res.segs, res.nsegs, res.body_len, &len);
+    n = hex("00 00000006 0a 01 6d 12 01 32", msg);
+    ok(len == n && memcmp(got, msg, n) == 0, "ModelMetadataRequest");
+    free(got);
+
+    oip_grpc_call(&res, &alloc, &g, OIP_RPC_SERVER_LIVE);
+    ok(res.body_len == 5 && memcmp(res.segs[0].data, "\0\0\0\0\0", 5) == 0,
+       "ServerLiveRequest: empty");
+
+    n = hex("00 00000002 08 01", msg);
+    oip_grpc_answer(&res, &alloc, OIP_RPC_SERVER_LIVE, msg, n, &truth);
+    got = flatten(res.segs, res.nsegs, res.body_len, &len);
+    ok(truth == 1 && len == 13 && memcmp(got, "{\"live\":true}", 13) == 0,
+       "ServerLiveResponse");
+    free(got);
+
+    n = hex("00 00000000", msg);
+    oip_grpc_answer(&res, &alloc, OIP_RPC_MODEL_READY, msg, n, &truth);
+    got = flatten(res.segs, res.nsegs, res.body_len, &len);
+    ok(truth == 0 && len == 15 && memcmp(got, "{\"ready\":false}", 15) == 0,
+       "ModelReadyResponse: false is absent");
+    free(got);
+
+    n = hex("00 00000030 0a 01 6d 12 01 31 1a 02 7466"
+            " 22 16 0a 01 49 12 04 46503332 1a 0b ffffffffffffffffff01 0f"
+            " 2a 0c 0a 01 4f 12 04 46503332 1a 01 03", msg);
+    oip_grpc_answer(&res, &alloc, OIP_RPC_MODEL_METADATA, msg, n, &truth);
+    got = flatten(res.segs, res.nsegs, res.body_len, &len);
+    got[len] = '\0';
+    ok(res.status == 0
+       && strcmp((char *) got, "{\"name\":\"m\",\"versions\":[\"1\"],"
+                 "\"platform\":\"tf\",\"inputs\":[{\"name\":\"I\","
+                 "\"datatype\":\"FP32\",\"shape\":[-1,15]}],"
+                 "\"outputs\":[{\"name\":\"O\",\"datatype\":\"FP32\","
+                 "\"shape\":[3]}]}") == 0, "ModelMetadataResponse");
+    free(got);
+
+    n = hex("00 00000002 0a 05", msg);
+    ok(oip_grpc_answer(&res, &alloc, OIP_RPC_SERVER_METADATA, msg, n,
+                       &truth) == 502
+       && strstr(res.error, "not a ServerMetadata response"),
+       "a broken ServerMetadataResponse");
+
+    ok(oip_grpc_http_status(3) == 400 && oip_grpc_http_status(5) == 404
+       && oip_grpc_http_status(14) == 503 && oip_grpc_http_status(8) == 429
+       && oip_grpc_http_status(4) == 504 && oip_grpc_http_status(13) == 500
+       && oip_grpc_http_status(99) == 502, "grpc-status as HTTP");
+
+    arena_destroy(&arena);
+}
+
+
+int
+main(void)
+{
+    test_request();
+    test_response();
+    test_simple();
+
+    return tap_done();
+}
