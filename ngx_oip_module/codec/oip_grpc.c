@@ -157,6 +157,19 @@ static size_t oip_greq_tensor_write(oip_greq_t *q, oip_pb_t *w,
 
 /* ---------------------------------------------------------- writing */
 
+/* gRPC's length prefix: not compressed, then the length, big-endian */
+
+static void
+oip_grpc_frame(uint8_t *p, size_t len)
+{
+    p[0] = 0;
+    p[1] = (uint8_t) (len >> 24);
+    p[2] = (uint8_t) (len >> 16);
+    p[3] = (uint8_t) (len >> 8);
+    p[4] = (uint8_t) len;
+}
+
+
 static void
 oip_pb_raw(oip_pb_t *w, const void *data, size_t len)
 {
@@ -312,11 +325,7 @@ oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
 
     oip_out_init(&o, &q.c, 4096);
 
-    frame[0] = 0;
-    frame[1] = (uint8_t) (total >> 24);
-    frame[2] = (uint8_t) (total >> 16);
-    frame[3] = (uint8_t) (total >> 8);
-    frame[4] = (uint8_t) total;
+    oip_grpc_frame(frame, total);
 
     memset(&w, 0, sizeof(oip_pb_t));
     w.o = &o;
@@ -1197,6 +1206,64 @@ oip_grpc_unframe(oip_ctx_t *c, const uint8_t *body, size_t len,
 }
 
 
+/*
+ * A repeated int64 field (a shape) as a JSON array: packed, or one field
+ * a dimension, or both, as protobuf parsers must take it.
+ */
+
+static int
+oip_gres_shape(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
+    unsigned field)
+{
+    int        nd;
+    uint8_t    num[24];
+    uint64_t   v;
+    oip_pbr_t  r, s;
+    oip_pbf_t  f;
+
+    r.p = msg;
+    r.end = msg + len;
+    nd = 0;
+
+    if (oip_out_write(o, "[", 1) != 0) {
+        return -1;
+    }
+
+    while (oip_pbr_next(&r, &f) == 1) {
+        if (f.field != field) {
+            continue;
+        }
+
+        s.p = f.data;
+        s.end = f.data + f.len;
+
+        while (f.type == OIP_PB_VARINT || s.p < s.end) {
+            if (f.type == OIP_PB_VARINT) {
+                v = f.v;
+
+            } else if (f.type != OIP_PB_LEN || oip_pbr_varint(&s, &v) != 0) {
+                return oip_fail(c, 502, "the gRPC answer has a broken "
+                                "shape");
+            }
+
+            if ((nd++ && oip_out_write(o, ",", 1) != 0)
+                || oip_out_write(o, num,
+                                 oip_print_i64(num, (int64_t) v) - num)
+                   != 0)
+            {
+                return -1;
+            }
+
+            if (f.type == OIP_PB_VARINT) {
+                break;
+            }
+        }
+    }
+
+    return oip_out_write(o, "]", 1);
+}
+
+
 /* -------------------------------------- ModelInferResponse -> REST */
 
 typedef struct {
@@ -1226,7 +1293,7 @@ oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
     uint8_t     *all, *p;
     oip_ctx_t    c;
     oip_out_t    o;
-    oip_pbr_t    r;
+    oip_pbr_t    r, msg;
     oip_pbf_t    f;
     oip_gout_t  *outs, *go;
     size_t       nouts, cap;
@@ -1239,10 +1306,11 @@ oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
     memset(top, 0, sizeof(top));
     oip_ctx_init(&c, a, res->error, (size_t) -1);
 
-    if (oip_grpc_unframe(&c, body, len, &r) != 0) {
+    if (oip_grpc_unframe(&c, body, len, &msg) != 0) {
         return res->status = c.status;
     }
 
+    r = msg;
     outs = NULL;
     nouts = 0;
     cap = 0;
@@ -1289,7 +1357,7 @@ oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
             return res->status = c.status;
         }
 
-        (void) oip_grpc_unframe(&c, body, len, &r);
+        r = msg;
 
         for (k = 0; oip_pbr_next(&r, &f) == 1; /* void */) {
             if (f.field == 6 && f.type == OIP_PB_LEN) {
@@ -1320,9 +1388,7 @@ oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
         return res->status = c.status;
     }
 
-    (void) oip_grpc_unframe(&c, body, len, &r);
-
-    if (oip_gres_params(&c, &o, r.p, r.end - r.p, 4, 0, 0) != 0
+    if (oip_gres_params(&c, &o, msg.p, msg.end - msg.p, 4, 0, 0) != 0
         || oip_out_write(&o, ",\"outputs\":[", 12) != 0)
     {
         return res->status = c.status;
@@ -1538,10 +1604,8 @@ static int
 oip_gres_output(oip_ctx_t *c, oip_out_t *o, oip_gout_t *go, uint8_t *dst,
     size_t *size)
 {
-    int             rc, nd;
-    uint8_t         num[24];
-    uint64_t        v;
-    oip_pbr_t       r, s;
+    int             rc;
+    oip_pbr_t       r;
     oip_pbf_t       f, name, dt, contents;
     oip_dtype_e     dtype;
 
@@ -1603,48 +1667,8 @@ oip_gres_output(oip_ctx_t *c, oip_out_t *o, oip_gout_t *go, uint8_t *dst,
         || oip_gres_text(o, name.data, name.len) != 0
         || oip_out_write(o, ",\"datatype\":", 12) != 0
         || oip_gres_text(o, dt.data, dt.len) != 0
-        || oip_out_write(o, ",\"shape\":[", 10) != 0)
-    {
-        return -1;
-    }
-
-    /* shape: packed, or one field a dimension, or both */
-
-    r.p = go->msg;
-    nd = 0;
-
-    while (oip_pbr_next(&r, &f) == 1) {
-        if (f.field != 3) {
-            continue;
-        }
-
-        s.p = f.data;
-        s.end = f.data + f.len;
-
-        while (f.type == OIP_PB_VARINT || s.p < s.end) {
-            if (f.type == OIP_PB_VARINT) {
-                v = f.v;
-
-            } else if (f.type != OIP_PB_LEN || oip_pbr_varint(&s, &v) != 0) {
-                return oip_fail(c, 502, "the gRPC answer has a broken "
-                                "shape");
-            }
-
-            if ((nd++ && oip_out_write(o, ",", 1) != 0)
-                || oip_out_write(o, num,
-                                 oip_print_i64(num, (int64_t) v) - num)
-                   != 0)
-            {
-                return -1;
-            }
-
-            if (f.type == OIP_PB_VARINT) {
-                break;
-            }
-        }
-    }
-
-    if (oip_out_write(o, "]", 1) != 0
+        || oip_out_write(o, ",\"shape\":", 9) != 0
+        || oip_gres_shape(c, o, go->msg, go->len, 3) != 0
         || oip_gres_params(c, o, go->msg, go->len, 4, *size, 1) != 0)
     {
         return -1;
@@ -1813,11 +1837,7 @@ oip_grpc_call(oip_result_t *res, const oip_alloc_t *a,
     seg->data = p;
     seg->len = 5 + len;
 
-    p[0] = 0;
-    p[1] = (uint8_t) (len >> 24);
-    p[2] = (uint8_t) (len >> 16);
-    p[3] = (uint8_t) (len >> 8);
-    p[4] = (uint8_t) len;
+    oip_grpc_frame(p, len);
     p += 5;
 
     if (len && g->model_len) {
@@ -1903,11 +1923,9 @@ static int
 oip_gans_tensors(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
     unsigned field)
 {
-    int         n, nd;
-    uint8_t     num[24];
-    uint64_t    v;
-    oip_pbr_t   r, t, s;
-    oip_pbf_t   f, tf;
+    int         n;
+    oip_pbr_t   r;
+    oip_pbf_t   f;
 
     r.p = msg;
     r.end = msg + len;
@@ -1927,49 +1945,10 @@ oip_gans_tensors(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
             || oip_gans_string(o, f.data, f.len, 1) != 0
             || oip_out_write(o, ",\"datatype\":", 12) != 0
             || oip_gans_string(o, f.data, f.len, 2) != 0
-            || oip_out_write(o, ",\"shape\":[", 10) != 0)
+            || oip_out_write(o, ",\"shape\":", 9) != 0
+            || oip_gres_shape(c, o, f.data, f.len, 3) != 0
+            || oip_out_write(o, "}", 1) != 0)
         {
-            return -1;
-        }
-
-        t.p = f.data;
-        t.end = f.data + f.len;
-        nd = 0;
-
-        while (oip_pbr_next(&t, &tf) == 1) {
-            if (tf.field != 3) {
-                continue;
-            }
-
-            s.p = tf.data;
-            s.end = tf.data + tf.len;
-
-            while (tf.type == OIP_PB_VARINT || s.p < s.end) {
-                if (tf.type == OIP_PB_VARINT) {
-                    v = tf.v;
-
-                } else if (tf.type != OIP_PB_LEN
-                           || oip_pbr_varint(&s, &v) != 0)
-                {
-                    return oip_fail(c, 502, "the gRPC answer has a broken "
-                                    "shape");
-                }
-
-                if ((nd++ && oip_out_write(o, ",", 1) != 0)
-                    || oip_out_write(o, num,
-                                     oip_print_i64(num, (int64_t) v) - num)
-                       != 0)
-                {
-                    return -1;
-                }
-
-                if (tf.type == OIP_PB_VARINT) {
-                    break;
-                }
-            }
-        }
-
-        if (oip_out_write(o, "]}", 2) != 0) {
             return -1;
         }
     }
