@@ -46,7 +46,9 @@ MAKE_T=(make -s -j2 -f "$ROOT/t/Makefile")
 PKGS_BUILD=(nginx nginx-dev gcc make libc6-dev zlib1g-dev libssl-dev
             libpcre2-dev binutils)
 PKGS_TEST=(python3 curl perl valgrind wrk clang-14 libclang-rt-14-dev
-           python3-prometheus-client prometheus python3-yaml)
+           python3-prometheus-client prometheus python3-yaml
+           python3-grpcio python3-protobuf protobuf-compiler
+           protobuf-compiler-grpc)
 # the Debian package: Debian's own tooling (dh_nginx is in nginx-dev)
 PKGS_DEB=(debhelper dpkg-dev fakeroot lintian mmdebstrap python3)
 # the container image (runc: see t/package/test_image.py)

@@ -1642,6 +1642,15 @@ oip_gres_output(oip_ctx_t *c, oip_out_t *o, oip_gout_t *go, uint8_t *dst,
                         name.data, (int) oip_min(dt.len, 16), dt.data);
     }
 
+    /*
+     * raw_output_contents has one entry per output or none: an empty one
+     * stands for an output carried in contents (a runtime that mixes).
+     */
+
+    if (go->has_raw && go->raw_len == 0 && contents.data != NULL) {
+        go->has_raw = 0;
+    }
+
     if (o == NULL) {
         /* the bytes */
         if (go->has_raw) {

@@ -63,6 +63,20 @@ static ngx_conf_enum_t  ngx_http_oip_sig_fail[] = {
 };
 
 
+static ngx_conf_enum_t  ngx_http_oip_protocols[] = {
+    { ngx_string("http"), NGX_HTTP_OIP_PROTOCOL_HTTP },
+    { ngx_string("grpc"), NGX_HTTP_OIP_PROTOCOL_GRPC },
+    { ngx_null_string, 0 }
+};
+
+
+static ngx_conf_enum_t  ngx_http_oip_grpc_contents[] = {
+    { ngx_string("raw"), 0 },
+    { ngx_string("typed"), 1 },
+    { ngx_null_string, 0 }
+};
+
+
 static ngx_conf_num_bounds_t  ngx_http_oip_depth_bounds = {
     ngx_conf_check_num_bounds, 1, 100000
 };
@@ -175,6 +189,27 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       offsetof(ngx_http_oip_loc_conf_t, sig_coerce),
       NULL },
 
+    { ngx_string("oip_upstream_protocol"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, protocol),
+      &ngx_http_oip_protocols },
+
+    { ngx_string("oip_grpc_contents"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, grpc_typed),
+      &ngx_http_oip_grpc_contents },
+
+    { ngx_string("oip_grpc_max_message"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, grpc_max_message),
+      NULL },
+
     { ngx_string("oip_thread_pool"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
       ngx_http_oip_thread_pool,
@@ -262,6 +297,9 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->sig_fail = NGX_CONF_UNSET_UINT;
     conf->sig_optional = NGX_CONF_UNSET_PTR;
     conf->sig_coerce = NGX_CONF_UNSET;
+    conf->protocol = NGX_CONF_UNSET_UINT;
+    conf->grpc_typed = NGX_CONF_UNSET_UINT;
+    conf->grpc_max_message = NGX_CONF_UNSET_SIZE;
 #if (NGX_THREADS)
     conf->thread_pool = NGX_CONF_UNSET_PTR;
     conf->thread_threshold = NGX_CONF_UNSET_SIZE;
@@ -317,6 +355,14 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                               NGX_HTTP_OIP_SIG_OPEN);
     ngx_conf_merge_ptr_value(conf->sig_optional, prev->sig_optional, NULL);
     ngx_conf_merge_value(conf->sig_coerce, prev->sig_coerce, 0);
+
+    ngx_conf_merge_uint_value(conf->protocol, prev->protocol,
+                              NGX_HTTP_OIP_PROTOCOL_HTTP);
+    ngx_conf_merge_uint_value(conf->grpc_typed, prev->grpc_typed, 0);
+
+    /* gRPC servers' own default for the largest message they take */
+    ngx_conf_merge_size_value(conf->grpc_max_message, prev->grpc_max_message,
+                              4 * 1024 * 1024);
 
 #if (NGX_THREADS)
     /* below that, posting costs more than converting in the worker */
@@ -460,9 +506,20 @@ ngx_http_oip_get_ctx(ngx_http_request_t *r)
 ngx_int_t
 ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model, ngx_str_t *version)
 {
+    static ngx_str_t  infer = ngx_string("/infer");
+
+    return ngx_http_oip_model_uri(uri, &infer, model, version);
+}
+
+
+/* "…/v2/models/M" or "…/v2/models/M/versions/V", then the suffix */
+
+ngx_int_t
+ngx_http_oip_model_uri(ngx_str_t *uri, ngx_str_t *suffix, ngx_str_t *model,
+    ngx_str_t *version)
+{
     u_char  *p, *end, *seg;
 
-    static const ngx_str_t  infer = ngx_string("/infer");
     static const ngx_str_t  models = ngx_string("/v2/models");
     static const ngx_str_t  versions = ngx_string("/versions");
 
@@ -473,11 +530,11 @@ ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model, ngx_str_t *version)
     p = uri->data;
     end = p + uri->len;
 
-    if (!ngx_http_oip_ends(p, end, infer)) {
+    if (!ngx_http_oip_ends(p, end, *suffix)) {
         return NGX_DECLINED;
     }
 
-    end -= infer.len;
+    end -= suffix->len;
 
     for (seg = end; seg > p && seg[-1] != '/'; seg--) { /* void */ }
 
@@ -538,6 +595,11 @@ ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt)
     opt->raw_outputs = olcf->raw_outputs;
     opt->finite_upstream = (olcf->nonfinite == NGX_HTTP_OIP_NONFINITE_REFUSE);
     opt->coerce = olcf->sig_coerce;
+
+    if (olcf->protocol == NGX_HTTP_OIP_PROTOCOL_GRPC) {
+        /* a ModelInferRequest carries the binary extension's bytes */
+        opt->inputs = OIP_FORM_BINARY;
+    }
 
     if (olcf->sig_optional) {
         opt->optional = olcf->sig_optional->elts;

@@ -31,6 +31,9 @@
 #define NGX_HTTP_OIP_SIG_OPEN          0
 #define NGX_HTTP_OIP_SIG_CLOSED        1
 
+#define NGX_HTTP_OIP_PROTOCOL_HTTP     0
+#define NGX_HTTP_OIP_PROTOCOL_GRPC     1
+
 
 /* how its model's signature was found, for the metrics */
 #define NGX_HTTP_OIP_LOOKUP_HIT        1
@@ -73,6 +76,11 @@ typedef struct {
     ngx_array_t           *sig_optional;    /* of oip_optional_t */
     ngx_flag_t             sig_coerce;
 
+    /* oip_upstream_protocol grpc: the gRPC transport (grpc.c) */
+    ngx_uint_t             protocol;        /* NGX_HTTP_OIP_PROTOCOL_* */
+    ngx_uint_t             grpc_typed;      /* oip_grpc_contents typed */
+    size_t                 grpc_max_message;
+
 #if (NGX_THREADS)
     /* oip_thread_pool NAME [threshold=SIZE]; NULL: inline */
     ngx_thread_pool_t     *thread_pool;
@@ -109,6 +117,12 @@ typedef struct {
     ngx_uint_t             answer_form;   /* oip_shape_e, as given */
     ngx_uint_t             sig_lookup;    /* NGX_HTTP_OIP_LOOKUP_*, or 0 */
 
+    /* the request as it came, for its gRPC form (grpc.c) */
+    ngx_uint_t             rpc;           /* oip_rpc_e */
+    const u_char          *body;
+    size_t                 body_len;
+    int64_t                ihcl;
+
     /* the response path */
     oip_wish_t             wish;
     u_char                *buf;
@@ -126,6 +140,8 @@ typedef struct {
     unsigned               counted:1;   /* the variables' values are set */
     unsigned               sig_refused:1; /* its model is not found */
     unsigned               answer_timed:1; /* the answer was converted */
+    unsigned               grpc:1;      /* to a gRPC upstream, translated */
+    unsigned               sub:1;       /* a metadata subrequest's own */
 } ngx_http_oip_ctx_t;
 
 
@@ -174,6 +190,8 @@ ngx_http_oip_ctx_t *ngx_http_oip_create_ctx(ngx_http_request_t *r);
 ngx_http_oip_ctx_t *ngx_http_oip_get_ctx(ngx_http_request_t *r);
 ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model,
     ngx_str_t *version);
+ngx_int_t ngx_http_oip_model_uri(ngx_str_t *uri, ngx_str_t *suffix,
+    ngx_str_t *model, ngx_str_t *version);
 void ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt);
 ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_uint_t status, const char *msg);
@@ -200,6 +218,19 @@ char *ngx_http_oip_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,
 ngx_http_oip_job_t *ngx_http_oip_job(ngx_http_request_t *r, size_t len);
 ngx_int_t ngx_http_oip_job_post(ngx_http_oip_job_t *job);
 #endif
+
+/* the gRPC transport (ngx_http_oip_grpc.c) */
+ngx_int_t ngx_http_oip_grpc_route(ngx_http_request_t *r, ngx_uint_t *rpc,
+    ngx_str_t *model, ngx_str_t *version);
+ngx_int_t ngx_http_oip_grpc_call(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
+ngx_int_t ngx_http_oip_grpc_infer(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res, oip_result_t *call);
+ngx_int_t ngx_http_oip_grpc_target(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+ngx_int_t ngx_http_oip_grpc_answer(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res, oip_framing_t *framing);
+ngx_http_oip_ctx_t *ngx_http_oip_grpc_sub_ctx(ngx_http_request_t *r);
 
 /* the variables (ngx_http_oip_variables.c) */
 ngx_int_t ngx_http_oip_variables_add(ngx_conf_t *cf);

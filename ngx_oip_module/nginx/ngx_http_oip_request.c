@@ -28,6 +28,10 @@ static ngx_int_t ngx_http_oip_process(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_processed(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
+static ngx_int_t ngx_http_oip_rpc(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_send_on(ngx_http_request_t *r,
+    oip_result_t *res);
 #if (NGX_THREADS)
 static ngx_int_t ngx_http_oip_process_thread(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_framing_t *framing, u_char *body,
@@ -76,12 +80,25 @@ static ngx_int_t
 ngx_http_oip_request_handler(ngx_http_request_t *r)
 {
     ngx_int_t                 rc, status;
-    ngx_str_t                 model, version;
+    ngx_str_t                 model, version, msg;
+    ngx_uint_t                rpc;
     ngx_http_oip_ctx_t       *ctx;
     ngx_http_oip_loc_conf_t  *olcf;
 
     if (r != r->main) {
-        return NGX_DECLINED;
+        /* the signature's metadata fetch, to a gRPC upstream */
+
+        ctx = ngx_http_oip_grpc_sub_ctx(r);
+
+        if (ctx == NULL) {
+            return NGX_DECLINED;
+        }
+
+        status = ngx_http_oip_rpc(r, ctx);
+        ctx->status = NGX_DECLINED;
+
+        return (status == NGX_DECLINED) ? status
+                                        : NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
@@ -93,9 +110,32 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
     ctx = ngx_http_oip_get_ctx(r);
 
     if (ctx == NULL) {
-        if (r->method != NGX_HTTP_POST
-            || ngx_http_oip_infer_uri(&r->uri, &model, &version) != NGX_OK)
-        {
+        rpc = OIP_RPC_MODEL_INFER;
+
+        if (olcf->protocol == NGX_HTTP_OIP_PROTOCOL_GRPC) {
+            rc = ngx_http_oip_grpc_route(r, &rpc, &model, &version);
+
+            if (rc == NGX_HTTP_NOT_ALLOWED) {
+                ngx_str_set(&msg, "method not allowed: this gateway "
+                                  "translates POST for infer and GET for "
+                                  "health and metadata");
+                return ngx_http_oip_send_error(r, rc, &msg);
+            }
+
+            if (rc == NGX_HTTP_NOT_FOUND) {
+                ngx_str_set(&msg, "not found: not a path of the protocol "
+                                  "this gateway translates to gRPC");
+                return ngx_http_oip_send_error(r, rc, &msg);
+            }
+
+        } else if (r->method != NGX_HTTP_POST) {
+            rc = NGX_DECLINED;
+
+        } else {
+            rc = ngx_http_oip_infer_uri(&r->uri, &model, &version);
+        }
+
+        if (rc != NGX_OK) {
             ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                            "oip: not an infer request, passed on");
             return NGX_DECLINED;
@@ -108,8 +148,10 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
 
         ctx->model = model;
         ctx->version = version;
+        ctx->rpc = rpc;
+        ctx->grpc = (olcf->protocol == NGX_HTTP_OIP_PROTOCOL_GRPC);
 
-        if (olcf->sig_zone == NULL) {
+        if (olcf->sig_zone == NULL || rpc != OIP_RPC_MODEL_INFER) {
             return ngx_http_oip_read_body(r, ctx);
         }
 
@@ -264,6 +306,17 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         return rc;
     }
 
+    if (ctx->grpc) {
+        if (ctx->rpc != OIP_RPC_MODEL_INFER) {
+            /* a health or metadata GET: its body, if any, is not sent */
+            return ngx_http_oip_rpc(r, ctx);
+        }
+
+        ctx->body = body;
+        ctx->body_len = len;
+        ctx->ihcl = framing.ihcl;
+    }
+
 #if (NGX_THREADS)
     rc = ngx_http_oip_process_thread(r, ctx, &framing, body, len);
     if (rc != NGX_DECLINED) {
@@ -383,7 +436,7 @@ static ngx_int_t
 ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     int rc, oip_result_t *res)
 {
-    ngx_uint_t  what;
+    oip_result_t  call;
 
     if (rc != 0) {
         ctx->misfit = res->misfit;
@@ -413,8 +466,67 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ctx->wish = res->wish;
     ctx->manage = res->manage;
 
-    if (res->rewritten && ngx_http_oip_replace(r, res) != NGX_OK) {
+    if (ctx->grpc) {
+        /* its gRPC form: the answer is always converted back */
+
+        if (ngx_http_oip_grpc_infer(r, ctx, res, &call) != NGX_OK) {
+            return ngx_http_oip_fail(r, ctx, call.status, call.error);
+        }
+
+        ctx->manage = 1;
+
+        if (ngx_http_oip_send_on(r, &call) != NGX_OK
+            || ngx_http_oip_grpc_target(r, ctx) != NGX_OK)
+        {
+            goto nomem;
+        }
+
+        return NGX_DECLINED;
+    }
+
+    if (ngx_http_oip_send_on(r, res) != NGX_OK) {
         goto nomem;
+    }
+
+    return NGX_DECLINED;
+
+nomem:
+
+    return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                             "out of memory");
+}
+
+
+/* a health or metadata GET as its gRPC call */
+
+static ngx_int_t
+ngx_http_oip_rpc(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    oip_result_t  res;
+
+    ctx->manage = 1;
+
+    if (ngx_http_oip_grpc_call(r, ctx, &res) != NGX_OK
+        || ngx_http_oip_send_on(r, &res) != NGX_OK
+        || ngx_http_oip_grpc_target(r, ctx) != NGX_OK)
+    {
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                 "out of memory");
+    }
+
+    return NGX_DECLINED;
+}
+
+
+/* the body the codec made, and the headers that go with it */
+
+static ngx_int_t
+ngx_http_oip_send_on(ngx_http_request_t *r, oip_result_t *res)
+{
+    ngx_uint_t  what;
+
+    if (res->rewritten && ngx_http_oip_replace(r, res) != NGX_OK) {
+        return NGX_ERROR;
     }
 
     /*
@@ -448,15 +560,10 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
                    what, res->content_type ? res->content_type : "as sent");
 
     if (what && ngx_http_oip_headers(r, res, what) != NGX_OK) {
-        goto nomem;
+        return NGX_ERROR;
     }
 
-    return NGX_DECLINED;
-
-nomem:
-
-    return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                             "out of memory");
+    return NGX_OK;
 }
 
 

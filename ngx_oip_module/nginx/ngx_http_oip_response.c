@@ -13,6 +13,8 @@
 
 
 static ngx_int_t ngx_http_oip_header_filter(ngx_http_request_t *r);
+static ngx_int_t ngx_http_oip_hold(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_own_error(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_not_http(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
@@ -26,6 +28,10 @@ static ngx_int_t ngx_http_oip_append(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char *data, size_t len);
 static ngx_int_t ngx_http_oip_finish(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_finish_grpc(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_convert(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_framing_t *framing);
 static ngx_int_t ngx_http_oip_answered(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
 #if (NGX_THREADS)
@@ -36,16 +42,18 @@ static void ngx_http_oip_answer_done(ngx_http_request_t *r,
 #endif
 static ngx_int_t ngx_http_oip_finish_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_answer_error(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, u_char *msg, size_t len);
 static ngx_int_t ngx_http_oip_send_held(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
-static ngx_int_t ngx_http_oip_send_body(ngx_http_request_t *r,
+static ngx_int_t ngx_http_oip_answer_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_seg_t *segs, size_t n);
 static ngx_int_t ngx_http_oip_send_json(ngx_http_request_t *r,
     ngx_buf_t *b);
+static ngx_int_t ngx_http_oip_answer_failed(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, ngx_uint_t status, const char *msg);
 static ngx_int_t ngx_http_oip_send(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_result_t *res);
-static ngx_int_t ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx, ngx_uint_t status, const char *msg);
 
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
@@ -82,12 +90,21 @@ ngx_http_oip_response_init(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_oip_header_filter(ngx_http_request_t *r)
 {
-    off_t                     len;
     ngx_http_oip_ctx_t       *ctx;
     ngx_http_oip_loc_conf_t  *olcf;
 
     if (r != r->main) {
-        return ngx_http_next_header_filter(r);
+        /* a metadata subrequest to a gRPC upstream: its answer is JSON'd */
+
+        ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
+
+        if (ctx == NULL || !ctx->grpc || ctx->filtering
+            || r->upstream == NULL)
+        {
+            return ngx_http_next_header_filter(r);
+        }
+
+        return ngx_http_oip_hold(r, ctx);
     }
 
     if (r->err_status >= NGX_HTTP_BAD_REQUEST) {
@@ -138,6 +155,18 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
+    return ngx_http_oip_hold(r, ctx);
+}
+
+
+static ngx_int_t
+ngx_http_oip_hold(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    off_t                     len;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
     ctx->filtering = 1;
     ctx->failed = (r->headers_out.status != NGX_HTTP_OK);
     ctx->limit = ctx->failed ? NGX_HTTP_OIP_ERROR_MAX
@@ -178,14 +207,20 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     ngx_chain_t         *cl;
     ngx_http_oip_ctx_t  *ctx;
 
-    if (in == NULL || r != r->main) {
+    if (in == NULL) {
         return ngx_http_next_body_filter(r, in);
     }
 
-    ctx = ngx_http_oip_get_ctx(r);
+    if (r != r->main) {
+        /* only a gRPC metadata subrequest's, held by the header filter */
+        ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
 
-    if (ctx && ctx->replace) {
-        return ngx_http_oip_replace_page(r, in, ctx);
+    } else {
+        ctx = ngx_http_oip_get_ctx(r);
+
+        if (ctx && ctx->replace) {
+            return ngx_http_oip_replace_page(r, in, ctx);
+        }
     }
 
     if (ctx == NULL || !ctx->filtering) {
@@ -209,7 +244,9 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 
         cl->buf->pos = cl->buf->last;
 
-        if (cl->buf->last_buf) {
+        if (cl->buf->last_buf
+            || (cl->buf->last_in_chain && r != r->main))
+        {
             last = 1;
         }
     }
@@ -227,13 +264,13 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 
     if (!last && !data && r->upstream && r->upstream->peer.connection == NULL)
     {
-        return ngx_http_oip_send_upstream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
+        return ngx_http_oip_answer_failed(r, ctx, NGX_HTTP_BAD_GATEWAY,
                                    "upstream answer: cut short, the upstream "
                                    "failed or timed out after its headers");
     }
 
     if (rc != NGX_OK) {
-        return ngx_http_oip_send_upstream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
+        return ngx_http_oip_answer_failed(r, ctx, NGX_HTTP_BAD_GATEWAY,
                                    "upstream answer: larger than "
                                    "oip_max_json_size plus "
                                    "oip_max_tensor_size");
@@ -246,8 +283,12 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: answer of %uz bytes buffered", ctx->len);
 
-    return ctx->failed ? ngx_http_oip_finish_error(r, ctx)
-                      : ngx_http_oip_finish(r, ctx);
+    if (ctx->failed) {
+        return ngx_http_oip_finish_error(r, ctx);
+    }
+
+    return ctx->grpc ? ngx_http_oip_finish_grpc(r, ctx)
+                     : ngx_http_oip_finish(r, ctx);
 }
 
 
@@ -262,14 +303,21 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
 {
     ngx_str_t                 model, version;
     const char               *msg;
+    ngx_http_oip_ctx_t       *ctx;
     ngx_http_oip_loc_conf_t  *olcf;
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
+    ctx = ngx_http_oip_get_ctx(r);
+
+    /* translated to gRPC, its URI is the method's path by now */
+
     if (!olcf->enable || r->error_page
         || r->headers_out.status != r->err_status
-        || r->method != NGX_HTTP_POST
-        || ngx_http_oip_infer_uri(&r->uri, &model, &version) != NGX_OK)
+        || ((ctx == NULL || !ctx->grpc)
+            && (r->method != NGX_HTTP_POST
+                || ngx_http_oip_infer_uri(&r->uri, &model, &version)
+                   != NGX_OK)))
     {
         return ngx_http_next_header_filter(r);
     }
@@ -480,21 +528,70 @@ ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 static ngx_int_t
 ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    int             rc;
-    uint64_t        start;
-    oip_alloc_t     alloc;
     oip_header_t    ihcl;
     oip_result_t    res;
-    oip_options_t   opt;
     oip_framing_t   framing;
 
     (void) ngx_http_oip_header(&r->headers_out.headers, &ngx_http_oip_ihcl,
                                &ihcl);
 
     if (oip_response_framing(&res, &framing, &ihcl) != 0) {
-        return ngx_http_oip_send_upstream_error(r, ctx, res.status,
+        return ngx_http_oip_answer_failed(r, ctx, res.status,
                                                 res.error);
     }
+
+    return ngx_http_oip_convert(r, ctx, &framing);
+}
+
+
+/* the answer to a gRPC call, as ngx_http_oip_grpc.c reads it */
+
+static ngx_int_t
+ngx_http_oip_finish_grpc(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    oip_result_t    res;
+    oip_framing_t   framing;
+
+    switch (ngx_http_oip_grpc_answer(r, ctx, &res, &framing)) {
+
+    case NGX_OK:
+        return ngx_http_oip_convert(r, ctx, &framing);
+
+    case NGX_DONE:
+        if (r->headers_out.content_length) {
+            r->headers_out.content_length->hash = 0;
+            r->headers_out.content_length = NULL;
+        }
+
+        r->headers_out.content_length_n = res.body_len;
+        ngx_http_oip_content_type(r, res.content_type);
+
+        return ngx_http_oip_answer_body(r, ctx, res.segs, res.nsegs);
+
+    case NGX_DECLINED:
+        return ngx_http_oip_answer_error(r, ctx, (u_char *) res.error,
+                                         ngx_strlen(res.error));
+
+    case NGX_ABORT:
+        return ngx_http_oip_answer_failed(r, ctx, res.status, res.error);
+
+    default:
+        return NGX_ERROR;
+    }
+}
+
+
+/* the held answer (ctx->buf), framed so, given the client's form */
+
+static ngx_int_t
+ngx_http_oip_convert(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    oip_framing_t *framing)
+{
+    int             rc;
+    uint64_t        start;
+    oip_alloc_t     alloc;
+    oip_result_t    res;
+    oip_options_t   opt;
 
     ngx_http_oip_options(r, &opt);
     ngx_http_oip_allocator(r, &alloc);
@@ -508,7 +605,7 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     }
 
 #if (NGX_THREADS)
-    rc = ngx_http_oip_finish_thread(r, ctx, &opt, &framing);
+    rc = ngx_http_oip_finish_thread(r, ctx, &opt, framing);
     if (rc != NGX_DECLINED) {
         return rc;
     }
@@ -516,7 +613,7 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     start = ngx_http_oip_usec();
 
-    rc = oip_response_process(&res, &alloc, &opt, &ctx->wish, &framing,
+    rc = oip_response_process(&res, &alloc, &opt, &ctx->wish, framing,
                               ctx->buf ? ctx->buf : (u_char *) "", ctx->len);
 
     ctx->answer_usec += ngx_http_oip_usec() - start;
@@ -601,7 +698,7 @@ ngx_http_oip_answered(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ctx->answer_timed = 1;
 
     if (rc != 0) {
-        return ngx_http_oip_send_upstream_error(r, ctx, res->status,
+        return ngx_http_oip_answer_failed(r, ctx, res->status,
                                                 res->error);
     }
 
@@ -634,11 +731,9 @@ ngx_http_oip_answered(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 static ngx_int_t
 ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    ngx_buf_t        *b;
     oip_alloc_t       alloc;
-    oip_header_t      type, ihcl;
+    oip_header_t      type;
     oip_result_t      res;
-    ngx_table_elt_t  *h;
 
     type.data = r->headers_out.content_type.data;
     type.len = r->headers_out.content_type.len;
@@ -662,10 +757,24 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
                   "{\"error\": ...}: %s", &ctx->model,
                   r->headers_out.status, res.error);
 
+    return ngx_http_oip_answer_error(r, ctx, (u_char *) res.error,
+                                     ngx_strlen(res.error));
+}
+
+
+/* {"error": msg} in place of the answer, its status already set */
+
+static ngx_int_t
+ngx_http_oip_answer_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    u_char *msg, size_t len)
+{
+    ngx_buf_t        *b;
+    oip_header_t      ihcl;
+    ngx_table_elt_t  *h;
+
     ctx->sent = 1;
 
-    b = ngx_http_oip_error_json(r, (u_char *) res.error,
-                                ngx_strlen(res.error));
+    b = ngx_http_oip_error_json(r, msg, len);
     if (b == NULL) {
         return NGX_ERROR;
     }
@@ -701,14 +810,14 @@ ngx_http_oip_send_held(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     held.data = ctx->buf;
     held.len = ctx->len;
 
-    return ngx_http_oip_send_body(r, ctx, &held, 1);
+    return ngx_http_oip_answer_body(r, ctx, &held, 1);
 }
 
 
 /* the held headers, then the body: segments, or a lone last buffer */
 
 static ngx_int_t
-ngx_http_oip_send_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+ngx_http_oip_answer_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_seg_t *segs, size_t n)
 {
     ngx_int_t     rc;
@@ -735,7 +844,12 @@ ngx_http_oip_send_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         out->next = NULL;
     }
 
-    b->last_buf = 1;
+    if (r == r->main) {
+        b->last_buf = 1;
+
+    } else {
+        b->last_in_chain = 1;
+    }
 
     rc = ngx_http_next_header_filter(r);
 
@@ -799,7 +913,7 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     r->headers_out.content_length_n = res->body_len;
 
     if (res->rewritten) {
-        return ngx_http_oip_send_body(r, ctx, res->segs, res->nsegs);
+        return ngx_http_oip_answer_body(r, ctx, res->segs, res->nsegs);
     }
 
     /* the tensors were right as they came */
@@ -811,7 +925,7 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 /* a JSON 502 in place of an answer that cannot be given as asked */
 
 static ngx_int_t
-ngx_http_oip_send_upstream_error(ngx_http_request_t *r,
+ngx_http_oip_answer_failed(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, ngx_uint_t status, const char *msg)
 {
     ngx_buf_t  *b;

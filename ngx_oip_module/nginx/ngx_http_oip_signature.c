@@ -1091,6 +1091,7 @@ ngx_http_oip_sig_request(ngx_http_request_t *r, ngx_http_oip_sig_t *s,
     u_char                       *p;
     ngx_str_t                     uri;
     ngx_http_request_t           *sr;
+    ngx_http_oip_ctx_t           *sctx;
     ngx_http_oip_loc_conf_t      *olcf;
     ngx_http_post_subrequest_t   *ps;
 
@@ -1143,6 +1144,24 @@ ngx_http_oip_sig_request(ngx_http_request_t *r, ngx_http_oip_sig_t *s,
     if (sr->request_body == NULL) {
         return NGX_ERROR;
     }
+
+    /*
+     * What it asks, should its location speak gRPC: a context of its own,
+     * in r->ctx only (the pool is the client's, where the client's
+     * context is found again after a redirect).
+     */
+
+    sctx = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_ctx_t));
+    if (sctx == NULL) {
+        return NGX_ERROR;
+    }
+
+    sctx->sub = 1;
+    sctx->rpc = OIP_RPC_MODEL_METADATA;
+    sctx->model = s->ctx->model;
+    sctx->version = s->ctx->version;
+
+    ngx_http_set_ctx(sr, sctx, ngx_http_oip_module);
 
     return NGX_OK;
 }

@@ -31,6 +31,7 @@ MODULE = os.environ.get("OIP_MODULE",
                         os.path.join(ROOT, "build", "ngx_http_oip_module.so"))
 NGINX = os.environ.get("OIP_NGINX", "/usr/sbin/nginx")
 RUNTIME = os.path.join(ROOT, "t", "runtime", "oip_runtime.py")
+GRPC_RUNTIME = os.path.join(ROOT, "t", "runtime", "oip_grpc_runtime.py")
 PYTHON = "/usr/bin/python3"
 IHCL = "Inference-Header-Content-Length"
 
@@ -89,6 +90,46 @@ class Runtime:
             self.proc.kill()
             self.proc.wait()
         self.proc.stderr.close()
+
+
+class GrpcRuntime:
+    """The example gRPC runtime as its own process: port, its gRPC port;
+    hook(), its HTTP test hooks."""
+
+    STUBS = os.path.join(tempfile.gettempdir(), "oip-grpc-stubs-%d"
+                         % os.getuid())
+
+    def __init__(self, args=()):
+        self.port = free_port()
+        self.hook_port = free_port()
+        self.proc = subprocess.Popen(
+            [PYTHON, GRPC_RUNTIME, "--port", str(self.port),
+             "--hook-port", str(self.hook_port), "--stubs", self.STUBS]
+            + list(args),
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_port(self.port, self.proc, timeout=60)
+        wait_port(self.hook_port, self.proc, timeout=60)
+
+    def hook(self, method, path, doc=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.hook_port,
+                                          timeout=30)
+        try:
+            conn.request(method, path,
+                         body=None if doc is None else json.dumps(doc))
+            r = conn.getresponse()
+            data = r.read()
+            if r.status >= 300:
+                raise RuntimeError("%s %s: %d %r" % (method, path, r.status,
+                                                      data))
+            return json.loads(data) if data else None
+        finally:
+            conn.close()
+
+    def received(self):
+        return self.hook("GET", "/_test/received")
+
+    def stop(self):
+        Runtime.stop(self)
 
 
 class Recorder:
@@ -339,6 +380,12 @@ class GatewayTestCase(unittest.TestCase):
     @classmethod
     def start_runtime(cls, family="triton", args=()):
         rt = Runtime(family, args)
+        cls._stoppers.append(rt.stop)
+        return rt
+
+    @classmethod
+    def start_grpc_runtime(cls, args=()):
+        rt = GrpcRuntime(args)
         cls._stoppers.append(rt.stop)
         return rt
 

@@ -10,9 +10,9 @@
 #     module file and the codec, never each other; the signature file
 #     (the model-aware edge) is the request path's, the response path
 #     never uses it, and it uses nothing of either path; the cache file
-#     ($oip_digest, a refused answer out of the cache) and the thread file
-#     (big conversions in a thread pool) serve both paths and use nothing
-#     of either;
+#     ($oip_digest, a refused answer out of the cache), the thread file
+#     (big conversions in a thread pool) and the gRPC file (the gRPC
+#     transport) serve both paths and use nothing of either;
 #   - the module links exactly the libraries config gives it.
 #
 # TAP, for prove.
@@ -39,7 +39,7 @@ ok() {
 defined() { nm --defined-only -g "$1" | awk '{ print $3 }' | sort -u; }
 used() { nm -u "$1" | awk '{ print $2 }' | sort -u; }
 
-echo "1..9"
+echo "1..10"
 
 if [ ! -d "$OBJ/codec" ] || [ ! -f "$SO" ]; then
     echo "Bail out! the module is not built: ./build.sh build"
@@ -97,18 +97,26 @@ both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/thread.use"
 [ -z "$both" ]
 ok $? "the thread file uses nothing of either path${both:+: }$(echo $both)"
 
-# what the glue files use of each other: the module file's, the cache
-# and thread files' helpers, and for the request path the signature
+grpc="$GLUE/ngx_http_oip_grpc.o"
+defined "$grpc" > "$tmp/grpc.def"
+used "$grpc" > "$tmp/grpc.use"
+
+both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/grpc.use" -)
+[ -z "$both" ]
+ok $? "the gRPC file uses nothing of either path${both:+: }$(echo $both)"
+
+# what the glue files use of each other: the module file's, the cache,
+# thread and gRPC files' helpers, and for the request path the signature
 # file's
 defined "$GLUE/ngx_http_oip_module.o" > "$tmp/mod.def"
-cat "$tmp/mod.def" "$tmp/cache.def" "$tmp/thread.def" | sort -u \
-    > "$tmp/modcache.def"
+cat "$tmp/mod.def" "$tmp/cache.def" "$tmp/thread.def" "$tmp/grpc.def" \
+    | sort -u > "$tmp/modcache.def"
 cat "$tmp/modcache.def" "$tmp/sig.def" | sort -u > "$tmp/modsig.def"
 grep '^ngx_http_oip_' "$tmp/req.use" | sort -u > "$tmp/req.glue"
 grep '^ngx_http_oip_' "$tmp/resp.use" | sort -u > "$tmp/resp.glue"
 stray="$(comm -23 "$tmp/req.glue" "$tmp/modsig.def")$(comm -23 "$tmp/resp.glue" "$tmp/modcache.def")"
 [ -z "$stray" ]
-ok $? "the paths use only the module, cache and thread files' helpers (and the request path the signature file's)${stray:+: }$(echo $stray)"
+ok $? "the paths use only the module, cache, thread and gRPC files' helpers (and the request path the signature file's)${stray:+: }$(echo $stray)"
 
 # NEEDED entries, but libc: the libraries of config, each -lX a libX.so.N
 # (the codec's, and the glue's: -l words of config's ngx_module_libs)
