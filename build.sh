@@ -198,7 +198,7 @@ with_valgrind() {
         "$@"
 }
 
-FUZZ_TARGETS=(request response roundtrip)
+FUZZ_TARGETS=(request response roundtrip grpc)
 
 # fuzz_run TARGET ARGS...: one target on a scratch copy of its seeds and
 # of every input that ever found a bug (t/fuzz/regress/): they run first

@@ -1235,7 +1235,7 @@ oip_gres_shape(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
         }
 
         s.p = f.data;
-        s.end = f.data + f.len;
+        s.end = f.data ? f.data + f.len : NULL;
 
         while (f.type == OIP_PB_VARINT || s.p < s.end) {
             if (f.type == OIP_PB_VARINT) {
@@ -1443,6 +1443,11 @@ oip_gres_text(oip_out_t *o, const uint8_t *s, size_t len)
 {
     size_t  n;
 
+    if (len == 0) {
+        /* an absent field: s may be NULL */
+        return oip_out_write(o, "\"\"", 2);
+    }
+
     if (!oip_utf8_valid(s, len)) {
         return oip_fail(o->ctx, 502, "the gRPC answer has a string that is "
                         "not UTF-8");
@@ -1508,7 +1513,7 @@ oip_gres_params(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
         /* the oneof: the last member seen wins, as protobuf has it */
 
         v.p = val.data;
-        v.end = val.data + val.len;
+        v.end = val.data ? val.data + val.len : NULL;
         memset(&vf, 0, sizeof(oip_pbf_t));
 
         while ((rc = oip_pbr_next(&v, &ef)) == 1) {

@@ -8,6 +8,7 @@
 #   corpus/request/    fuzz_request.c     16-byte config + body
 #   corpus/response/   fuzz_response.c    16-byte config + names + body
 #   corpus/roundtrip/  fuzz_roundtrip.c   4-byte config + elements
+#   corpus/grpc/       fuzz_grpc.c        4-byte config + message or body
 #
 # Deterministic: the same files every run (gzip without a timestamp).
 # Standard library only.  Run from anywhere: /usr/bin/python3 make_corpus.py
@@ -544,6 +545,103 @@ def roundtrip_seeds():
     return s
 
 
+# ----------------------------------------------------------------- gRPC
+# protobuf written here from grpc_predict_v2.proto's field numbers
+
+def pb_varint(n):
+    n &= (1 << 64) - 1
+    out = b''
+    while True:
+        b = n & 0x7f
+        n >>= 7
+        if n:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def pb_len(field, payload):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    return pb_varint(field << 3 | 2) + pb_varint(len(payload)) + payload
+
+
+def pb_int(field, n):
+    return pb_varint(field << 3) + pb_varint(n)
+
+
+def frame(msg):
+    return b'\x00' + struct.pack('>I', len(msg)) + msg
+
+
+def g_config(rpc, request=False, typed=False, binary=False, max64=0,
+             ihcl=0):
+    return bytes([rpc | (0x20 if request else 0) | (0x40 if typed else 0)
+                  | (0x80 if binary else 0), 0, max64, ihcl])
+
+
+def g_output(name, dt, shape, contents=None):
+    m = pb_len(1, name) + pb_len(2, dt)
+    m += pb_len(3, b''.join(pb_varint(d) for d in shape))
+    if contents is not None:
+        m += pb_len(5, contents)
+    return m
+
+
+def grpc_seeds():
+    s = {}
+    infer = 5
+    ints = le('i', [1, -2, 3, 4])
+    top = pb_len(1, 'simple') + pb_len(2, '1') + pb_len(3, 'r1')
+    s['infer_raw'] = g_config(infer) + frame(
+        top + pb_len(5, g_output('OUTPUT0', 'INT32', [1, 4]))
+        + pb_len(6, ints))
+    s['infer_raw_binary'] = g_config(infer, binary=True) + s['infer_raw'][4:]
+    s['infer_typed'] = g_config(infer) + frame(
+        top + pb_len(5, g_output(
+            'OUTPUT0', 'FP32', [2],
+            pb_len(6, le('f', [0.5, -1.0]))))
+        + pb_len(5, g_output(
+            'OUTPUT1', 'INT64', [2],
+            pb_len(3, pb_varint(-1) + pb_varint(7)))))
+    s['infer_bytes'] = g_config(infer) + frame(
+        top + pb_len(5, g_output('OUTPUT0', 'BYTES', [2]))
+        + pb_len(6, bytes_chunk([b'ab', b''])))
+    s['infer_mixed'] = g_config(infer) + frame(
+        top + pb_len(5, g_output('OUTPUT0', 'FP16', [1]))
+        + pb_len(5, g_output('OUTPUT1', 'UINT8', [2],
+                             pb_len(4, pb_varint(1) + pb_varint(255))))
+        + pb_len(6, le('e', [1.5])) + pb_len(6, b''))
+    s['infer_params'] = g_config(infer) + frame(
+        top + pb_len(4, pb_len(1, 'k') + pb_len(2, pb_int(1, 1)))
+        + pb_len(5, g_output('OUTPUT0', 'BOOL', [1]))
+        + pb_len(6, b'\x01'))
+    s['live'] = g_config(0) + frame(pb_int(1, 1))
+    s['ready_false'] = g_config(1) + frame(b'')
+    s['model_ready'] = g_config(2) + frame(pb_int(1, 1))
+    s['server_metadata'] = g_config(3) + frame(
+        pb_len(1, 'triton') + pb_len(2, '2.49.0')
+        + pb_len(3, 'binary_tensor_data') + pb_len(3, 'statistics'))
+    tm = pb_len(1, 'INPUT0') + pb_len(2, 'INT32') + pb_len(
+        3, pb_varint(1) + pb_varint(-1))
+    s['model_metadata'] = g_config(4) + frame(
+        pb_len(1, 'simple') + pb_len(2, '1') + pb_len(3, 'python')
+        + pb_len(4, tm) + pb_len(5, tm))
+
+    req = js({'id': 'r1', 'parameters': {'p': 1, 'q': 'x', 'b': True},
+              'inputs': [tensor('INPUT0', 'INT32', [1, 4],
+                                data=[1, -2, 3, 4]),
+                         tensor('INPUT1', 'BYTES', [2], data=['a', 'bc'])],
+              'outputs': [{'name': 'OUTPUT0'}]})
+    s['request_json'] = g_config(infer, request=True) + req
+    s['request_typed'] = g_config(infer, request=True, typed=True) + req
+    s['request_small'] = g_config(infer, request=True, max64=1) + req
+    head = js({'inputs': [tensor('INPUT0', 'FP32', [2], bds=8)]})
+    s['request_binary'] = (g_config(infer, request=True, ihcl=len(head) + 1)
+                           + head + le('f', [0.5, 2.0]))
+    return s
+
+
 # -------------------------------------------------------------------------
 
 def write(kind, seeds):
@@ -566,6 +664,7 @@ def main():
     write('request', request_seeds())
     write('response', resp_seeds())
     write('roundtrip', roundtrip_seeds())
+    write('grpc', grpc_seeds())
 
 
 if __name__ == '__main__':

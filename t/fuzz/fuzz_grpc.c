@@ -1,0 +1,229 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * libFuzzer target: the gRPC transport (oip_grpc.c) on any bytes.
+ * Answers: oip_grpc_response() and oip_grpc_answer() on any upstream
+ * message; an infer answer it accepts then goes through the response
+ * path, which checks each output's bytes against its shape (a mismatch
+ * is its 502, not the transport's).  Requests: a body through
+ * oip_request_process() (inputs binary), then oip_grpc_request(): its
+ * frame prefix must say its length.
+ *
+ * The input: a config of FZ_GRPC_CONFIG bytes, then the body.
+ *
+ *   c[0]   bits 0-2: the rpc, % 6 (oip_rpc_e; 5 is ModelInfer)
+ *          bit 3: allocation c[1] + 1 fails; bit 4: and all after
+ *          bit 5: the request direction instead of the answer's
+ *          bit 6: typed contents (requests)
+ *          bit 7: the client wants binary outputs (answers)
+ *   c[1]   which allocation fails
+ *   c[2]   oip_grpc_max_message: 64 * c[2], 0 for 64 MB (requests)
+ *   c[3]   IHCL: 0 none, else c[3] - 1 if within the body (requests)
+ */
+
+
+#include "fuzz.h"
+
+
+#define FZ_GRPC_CONFIG       4
+#define FZ_LIMIT             (64 * 1024 * 1024)
+
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void fz_grpc_answer(const u_char *c, const u_char *p, size_t len,
+    arena_t *arena, oip_alloc_t *alloc);
+static void fz_grpc_request(const u_char *c, const u_char *p, size_t len,
+    arena_t *arena, oip_alloc_t *alloc);
+static void fz_status_check(int status, const char *error,
+    const arena_t *arena, int allowed);
+
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    arena_t       arena;
+    oip_alloc_t   alloc;
+
+    if (size < FZ_GRPC_CONFIG) {
+        return 0;
+    }
+
+    arena_init(&arena, &alloc);
+
+    if (data[0] & 0x08) {
+        arena.fail_at = 1 + (size_t) data[1];
+        arena.fail_all = (data[0] & 0x10) ? 1 : 0;
+    }
+
+    if (data[0] & 0x20) {
+        fz_grpc_request(data, data + FZ_GRPC_CONFIG, size - FZ_GRPC_CONFIG,
+                        &arena, &alloc);
+
+    } else {
+        fz_grpc_answer(data, data + FZ_GRPC_CONFIG, size - FZ_GRPC_CONFIG,
+                       &arena, &alloc);
+    }
+
+    arena_destroy(&arena);
+
+    return 0;
+}
+
+
+static void
+fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
+    oip_alloc_t *alloc)
+{
+    int             truth;
+    size_t          header_len;
+    oip_rpc_e       rpc;
+    oip_seg_t       answer;
+    oip_wish_t      wish;
+    oip_result_t    res, resp;
+    oip_options_t   opt;
+
+    rpc = (oip_rpc_e) ((c[0] & 7) % 6);
+
+    if (rpc != OIP_RPC_MODEL_INFER) {
+        truth = 7;
+
+        oip_grpc_answer(&res, alloc, rpc, p, len, &truth);
+
+        fz_status_check(res.status, res.error, arena, 502);
+
+        if (res.status == 0) {
+            fz_segs_check(res.segs, res.nsegs, 0, res.body_len);
+            fz_assert(rpc <= OIP_RPC_MODEL_READY ? (truth == 0 || truth == 1)
+                                                 : truth == -1,
+                      "a health answer's truth is neither");
+        }
+
+        return;
+    }
+
+    oip_grpc_response(&res, alloc, p, len, &answer, &header_len);
+
+    fz_status_check(res.status, res.error, arena, 502);
+
+    if (res.status != 0) {
+        return;
+    }
+
+    fz_assert(header_len <= answer.len, "header_len past the answer");
+
+    /* the binary answer it made, as the response path reads it */
+
+    memset(&wish, 0, sizeof(oip_wish_t));
+    wish.binary = (c[0] >> 7) & 1;
+
+    memset(&opt, 0, sizeof(oip_options_t));
+    opt.max_depth = 100;
+    opt.max_json_size = FZ_LIMIT;
+    opt.max_tensor_size = FZ_LIMIT;
+    opt.raw_outputs = OIP_FORM_BINARY;
+
+    oip_response_process(&resp, alloc, &opt, &wish,
+                         &(oip_framing_t) { (int64_t) header_len,
+                                            OIP_ENC_NONE },
+                         answer.data, answer.len);
+
+#ifdef FZ_DEBUG
+    fprintf(stderr, "answer %zu bytes, header %zu: %d %s\n", answer.len,
+            header_len, resp.status, resp.error);
+#endif
+
+    fz_status_check(resp.status, resp.error, arena, 502);
+
+    if (resp.status == 0 && resp.rewritten) {
+        fz_segs_check(resp.segs, resp.nsegs, resp.header_len, resp.body_len);
+    }
+}
+
+
+static void
+fz_grpc_request(const u_char *c, const u_char *p, size_t len, arena_t *arena,
+    oip_alloc_t *alloc)
+{
+    size_t              header_len;
+    uint32_t            n;
+    oip_seg_t           body;
+    oip_result_t        res, call;
+    oip_options_t       opt;
+    oip_framing_t       framing;
+    oip_grpc_options_t  g;
+
+    memset(&opt, 0, sizeof(oip_options_t));
+    opt.inputs = OIP_FORM_BINARY;
+    opt.max_depth = 100;
+    opt.max_json_size = FZ_LIMIT;
+    opt.max_tensor_size = FZ_LIMIT;
+    opt.raw_outputs = OIP_FORM_BINARY;
+
+    framing.ihcl = (c[3] && (size_t) c[3] - 1 <= len) ? c[3] - 1 : -1;
+    framing.encoding = OIP_ENC_NONE;
+
+    if (oip_request_process(&res, alloc, &opt, &framing, p, len) != 0) {
+        return;
+    }
+
+    if (res.rewritten) {
+        header_len = res.binary ? res.header_len : res.body_len;
+
+    } else {
+        body.data = p;
+        body.len = len;
+        res.segs = &body;
+        res.nsegs = 1;
+        header_len = framing.ihcl >= 0 ? (size_t) framing.ihcl : len;
+    }
+
+    memset(&g, 0, sizeof(oip_grpc_options_t));
+    g.model = (const uint8_t *) "m";
+    g.model_len = 1;
+    g.version = (const uint8_t *) "2";
+    g.version_len = c[0] & 1;
+    g.max_message = c[2] ? 64 * (size_t) c[2] : FZ_LIMIT;
+    g.typed = (c[0] >> 6) & 1;
+
+    memset(&call, 0, sizeof(oip_result_t));
+
+    oip_grpc_request(&call, alloc, &g, res.segs, res.nsegs, header_len);
+
+    fz_status_check(call.status, call.error, arena, 400);
+
+    if (call.status != 0) {
+        return;
+    }
+
+    fz_segs_check(call.segs, call.nsegs, 0, call.body_len);
+    fz_assert(call.body_len >= 5 && call.segs[0].len >= 5,
+              "no frame prefix");
+
+    n = ((uint32_t) call.segs[0].data[1] << 24)
+        | ((uint32_t) call.segs[0].data[2] << 16)
+        | ((uint32_t) call.segs[0].data[3] << 8) | call.segs[0].data[4];
+
+    fz_assert(call.segs[0].data[0] == 0, "a compressed frame");
+    fz_assert(n == call.body_len - 5, "the frame prefix is not the length");
+    fz_assert(call.body_len - 5 <= g.max_message, "over max_message");
+}
+
+
+/* allowed: the one failure status besides 500 (and 413 for requests) */
+
+static void
+fz_status_check(int status, const char *error, const arena_t *arena,
+    int allowed)
+{
+    fz_error_check(status, error);
+
+    fz_assert(status == 0 || status == 500 || status == allowed
+              || (allowed == 400 && status == 413),
+              "an unexpected status");
+
+    if (status == 500) {
+        fz_assert(arena->failed, "500 without an allocation failure");
+    }
+}
