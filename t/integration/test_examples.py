@@ -140,6 +140,7 @@ def documented():
             family = ("kserve" if part.startswith("KServe") else
                       "openvino" if part.startswith("OpenVINO") else
                       "mlserver" if part.startswith("MLServer") else
+                      "grpc" if part.startswith("gRPC") else
                       "triton")
             out.append(("upstreams.md: " + part.split("\n")[0], block,
                         family))
@@ -157,6 +158,8 @@ def runnable(text, runtime_port):
                   % runtime_port, text)
     text = re.sub(r"proxy_pass http://[\w.-]+:\d+",
                   "proxy_pass http://127.0.0.1:%d" % runtime_port, text)
+    text = re.sub(r"grpc_pass grpc://[\w.-]+:\d+",
+                  "grpc_pass grpc://127.0.0.1:%d" % runtime_port, text)
     if not re.search(r"^\s*http\s*{", text, re.M):
         # a snippet of location blocks
         text = ("http {\n server {\n  listen 127.0.0.1:@PORT@;\n%s }\n}\n"
@@ -179,6 +182,7 @@ class Documented(GatewayTestCase):
     def setUpGateway(cls):
         cls.rts = {f: cls.start_runtime(f)
                    for f in ("triton", "kserve", "openvino", "mlserver")}
+        cls.rts["grpc"] = cls.start_grpc_runtime()
 
     def test_documented_configurations_answer_get_v2(self):
         confs = documented()
@@ -198,7 +202,7 @@ class Documented(GatewayTestCase):
 
     def signatures_work(self, ngx, family):
         """A configuration with oip_signatures checks requests."""
-        self.assertEqual(family, "triton")
+        self.assertIn(family, ("triton", "grpc"))
         good = {"inputs": [
             {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32",
              "data": list(range(16))},
