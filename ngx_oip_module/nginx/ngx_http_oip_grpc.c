@@ -50,7 +50,7 @@ ngx_http_oip_grpc_route(ngx_http_request_t *r, ngx_uint_t *rpc,
     static ngx_str_t  server_slash = ngx_string("/v2/");
     static ngx_str_t  infer = ngx_string("/infer");
     static ngx_str_t  model_ready = ngx_string("/ready");
-    static ngx_str_t  none = ngx_null_string;
+    static ngx_str_t  none = ngx_string("");
 
 #define ngx_http_oip_grpc_ends(uri, s)                                        \
     ((uri)->len >= (s).len                                                    \
