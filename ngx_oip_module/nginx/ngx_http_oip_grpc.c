@@ -16,8 +16,7 @@
 
 static void ngx_http_oip_grpc_options(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_grpc_options_t *g);
-static ngx_table_elt_t *ngx_http_oip_grpc_hide(ngx_list_t *list,
-    ngx_str_t *name);
+static void ngx_http_oip_grpc_hide(ngx_list_t *list);
 static ngx_int_t ngx_http_oip_grpc_status(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, ngx_table_elt_t *status,
     ngx_table_elt_t *message, oip_result_t *res);
@@ -269,29 +268,29 @@ ngx_int_t
 ngx_http_oip_grpc_answer(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_result_t *res, oip_framing_t *framing)
 {
-    ngx_table_elt_t  *status, *message, *h;
+    oip_header_t      v;
+    ngx_table_elt_t  *status, *message;
 
-    /* the trailers were the call's: the client is given none of them */
+    /* in the trailers, or in the headers of a trailers-only answer */
 
-    status = ngx_http_oip_grpc_hide(&r->headers_out.trailers,
-                                    &ngx_http_oip_grpc_status_name);
-    message = ngx_http_oip_grpc_hide(&r->headers_out.trailers,
-                                     &ngx_http_oip_grpc_message_name);
-
-    h = ngx_http_oip_grpc_hide(&r->headers_out.headers,
-                               &ngx_http_oip_grpc_status_name);
+    status = ngx_http_oip_header(&r->headers_out.trailers,
+                                 &ngx_http_oip_grpc_status_name, &v);
     if (status == NULL) {
-        status = h;
+        status = ngx_http_oip_header(&r->headers_out.headers,
+                                     &ngx_http_oip_grpc_status_name, &v);
     }
 
-    h = ngx_http_oip_grpc_hide(&r->headers_out.headers,
-                               &ngx_http_oip_grpc_message_name);
+    message = ngx_http_oip_header(&r->headers_out.trailers,
+                                  &ngx_http_oip_grpc_message_name, &v);
     if (message == NULL) {
-        message = h;
+        message = ngx_http_oip_header(&r->headers_out.headers,
+                                      &ngx_http_oip_grpc_message_name, &v);
     }
 
-    (void) ngx_http_oip_grpc_hide(&r->headers_out.trailers, NULL);
-    (void) ngx_http_oip_grpc_hide(&r->headers_out.headers, NULL);
+    /* they were the call's: the client is given none of them */
+
+    ngx_http_oip_grpc_hide(&r->headers_out.trailers);
+    ngx_http_oip_grpc_hide(&r->headers_out.headers);
 
     if (status == NULL) {
         ngx_memzero(res, sizeof(oip_result_t));
@@ -309,19 +308,14 @@ ngx_http_oip_grpc_answer(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 }
 
 
-/*
- * Takes out of the list (hash 0) every header of that name, or with
- * name NULL every "grpc-" one; returns the first of them.
- */
+/* takes every "grpc-" header out of the list (hash 0) */
 
-static ngx_table_elt_t *
-ngx_http_oip_grpc_hide(ngx_list_t *list, ngx_str_t *name)
+static void
+ngx_http_oip_grpc_hide(ngx_list_t *list)
 {
     ngx_uint_t        i;
     ngx_list_part_t  *part;
-    ngx_table_elt_t  *h, *found;
-
-    found = NULL;
+    ngx_table_elt_t  *h;
 
     part = &list->part;
     h = part->elts;
@@ -338,33 +332,12 @@ ngx_http_oip_grpc_hide(ngx_list_t *list, ngx_str_t *name)
             i = 0;
         }
 
-        if (h[i].hash == 0) {
-            continue;
-        }
-
-        if (name == NULL) {
-            if (h[i].key.len < 5
-                || ngx_strncasecmp(h[i].key.data, (u_char *) "grpc-", 5)
-                   != 0)
-            {
-                continue;
-            }
-
-        } else if (h[i].key.len != name->len
-                   || ngx_strncasecmp(h[i].key.data, name->data, name->len)
-                      != 0)
+        if (h[i].key.len >= 5
+            && ngx_strncasecmp(h[i].key.data, (u_char *) "grpc-", 5) == 0)
         {
-            continue;
-        }
-
-        h[i].hash = 0;
-
-        if (found == NULL) {
-            found = &h[i];
+            h[i].hash = 0;
         }
     }
-
-    return found;
 }
 
 
