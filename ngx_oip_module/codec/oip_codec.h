@@ -28,6 +28,11 @@
 #define OIP_TYPE_BINARY      "application/octet-stream"
 #define OIP_TYPE_GRPC        "application/grpc"
 
+/* the JSON header's length in the media type: json-header-size=N */
+#define OIP_TYPE_SAGEMAKER   "application/vnd.sagemaker-triton.binary+json"
+#define OIP_TYPE_VERTEX      "application/vnd.vertex-ai-triton.binary+json"
+#define OIP_CARRIER_TYPE_LEN 96
+
 
 /*
  * The allocator behaves like an nginx pool: everything it hands out is
@@ -196,11 +201,21 @@ typedef struct {
 } oip_header_t;
 
 
+/* how a message says its JSON header's length */
+
+typedef enum {
+    OIP_CARRIER_HEADER = 0,         /* Inference-Header-Content-Length */
+    OIP_CARRIER_SAGEMAKER,          /* OIP_TYPE_SAGEMAKER, its parameter */
+    OIP_CARRIER_VERTEX              /* OIP_TYPE_VERTEX;json-header-size= */
+} oip_carrier_e;
+
+
 /* what a message's headers say of its body, once checked */
 
 typedef struct {
     int64_t                ihcl;    /* the JSON's length; -1: no IHCL */
     oip_encoding_e         encoding;
+    oip_carrier_e          carrier; /* its Content-Type was a carrier's */
 } oip_framing_t;
 
 
@@ -250,12 +265,15 @@ typedef struct {
 
 
 /*
- * A request's framing headers, Inference-Header-Content-Length and
- * Content-Encoding.  Returns res->status: 0, or 400 (a bad or repeated
- * IHCL) or 415 (an encoding other than gzip, deflate or identity).
+ * A request's framing headers: Inference-Header-Content-Length,
+ * Content-Encoding, and Content-Type (type, or NULL not to read it),
+ * whose json-header-size counts as an IHCL when it is a carrier's media
+ * type.  Returns res->status: 0, or 400 (a bad or repeated IHCL, or two
+ * that differ) or 415 (an encoding other than gzip, deflate, identity).
  */
 int oip_request_framing(oip_result_t *res, oip_framing_t *f,
-    const oip_header_t *ihcl, const oip_header_t *encoding);
+    const oip_header_t *ihcl, const oip_header_t *encoding,
+    const oip_header_t *type);
 
 /*
  * Validates an inference request body and, per opt, rewrites it.
@@ -267,11 +285,20 @@ int oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     size_t len);
 
 /*
- * An upstream answer's Inference-Header-Content-Length.  Returns
- * res->status: 0, or 502 when it is bad or repeated.
+ * An upstream answer's Inference-Header-Content-Length, or its
+ * Content-Type's json-header-size (type may be NULL).  Returns
+ * res->status: 0, or 502 when it is bad, repeated or they differ.
  */
 int oip_response_framing(oip_result_t *res, oip_framing_t *f,
-    const oip_header_t *ihcl);
+    const oip_header_t *ihcl, const oip_header_t *type);
+
+/*
+ * The carrier's media type in buf, with ";json-header-size=size" unless
+ * size is -1.  Returns its length, 0 if it does not fit (len is
+ * OIP_CARRIER_TYPE_LEN).  OIP_CARRIER_HEADER gives "".
+ */
+size_t oip_carrier_type(oip_carrier_e carrier, int64_t size, char *buf,
+    size_t len);
 
 /*
  * Gives each output of an upstream's 200 answer the form the client

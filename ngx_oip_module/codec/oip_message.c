@@ -1340,33 +1340,3 @@ oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o)
                                   it->bds_size, o, 400);
     }
 }
-
-
-int
-oip_ihcl_parse(const uint8_t *v, size_t len, uint64_t *n)
-{
-    size_t    i;
-    uint64_t  x;
-
-    /* digits only; "0" alone, never "00" or "+1" or " 1" */
-
-    if (len == 0 || (v[0] == '0' && len > 1)) {
-        return -1;
-    }
-
-    x = 0;
-
-    for (i = 0; i < len; i++) {
-        if (v[i] < '0' || v[i] > '9'
-            || x > (UINT64_MAX - (v[i] - '0')) / 10)
-        {
-            return -1;
-        }
-
-        x = x * 10 + (v[i] - '0');
-    }
-
-    *n = x;
-
-    return 0;
-}

@@ -3,7 +3,7 @@
  * Copyright (C) ngx_oip_module authors
  *
  * Inference requests, a kind of message for oip_message.c's pipeline:
- * the framing rules of a request's headers, its envelope ("inputs",
+ * its envelope ("inputs",
  * "outputs", "parameters"), input tensors converted to the form the
  * upstream wants, binary_data and binary_data_output set as they should
  * be asked, and the client's own wish for each output kept for the
@@ -44,8 +44,6 @@ static const char  *oip_dtype_quoted[] = {
 };
 
 
-static int oip_encoding_is(const oip_header_t *h, const char *token,
-    size_t len);
 static int oip_request_raw(oip_req_t *rq, const oip_raw_input_t *raw,
     const uint8_t *body, size_t len);
 static int oip_request_raw_sig(oip_req_t *rq, oip_raw_input_t *raw);
@@ -80,74 +78,6 @@ static const oip_kind_t  oip_request_kind = {
     0,                                  /* bytes_stay */
     1                                   /* upstream */
 };
-
-
-int
-oip_request_framing(oip_result_t *res, oip_framing_t *f,
-    const oip_header_t *ihcl, const oip_header_t *encoding)
-{
-    uint64_t  n;
-
-    memset(res, 0, sizeof(oip_result_t));
-
-    f->ihcl = -1;
-    f->encoding = OIP_ENC_NONE;
-
-    if (oip_encoding_is(encoding, "gzip", 4)) {
-        f->encoding = OIP_ENC_GZIP;
-
-    } else if (oip_encoding_is(encoding, "deflate", 7)) {
-        f->encoding = OIP_ENC_DEFLATE;
-
-    } else if (encoding->count && !oip_encoding_is(encoding, "identity", 8))
-    {
-        snprintf(res->error, OIP_ERROR_LEN, "Content-Encoding must be gzip, "
-                 "deflate or identity");
-        return res->status = 415;
-    }
-
-    if (ihcl->count > 1) {
-        snprintf(res->error, OIP_ERROR_LEN, "Inference-Header-Content-Length "
-                 "appears more than once");
-        return res->status = 400;
-    }
-
-    if (ihcl->count == 1) {
-        if (oip_ihcl_parse(ihcl->data, ihcl->len, &n) != 0
-            || n > (uint64_t) INT64_MAX)
-        {
-            snprintf(res->error, OIP_ERROR_LEN, "Inference-Header-Content-"
-                     "Length must be a decimal number without sign or "
-                     "leading zeros");
-            return res->status = 400;
-        }
-
-        f->ihcl = (int64_t) n;
-    }
-
-    return 0;
-}
-
-
-/* the header came once, and is that token (any case) */
-
-static int
-oip_encoding_is(const oip_header_t *h, const char *token, size_t len)
-{
-    size_t  i;
-
-    if (h->count != 1 || h->len != len) {
-        return 0;
-    }
-
-    for (i = 0; i < len; i++) {
-        if ((h->data[i] | 0x20) != (uint8_t) token[i]) {
-            return 0;
-        }
-    }
-
-    return 1;
-}
 
 
 int

@@ -53,36 +53,6 @@ static const oip_kind_t  oip_response_kind = {
 
 
 int
-oip_response_framing(oip_result_t *res, oip_framing_t *f,
-    const oip_header_t *ihcl)
-{
-    uint64_t  n;
-
-    memset(res, 0, sizeof(oip_result_t));
-
-    f->ihcl = -1;
-    f->encoding = OIP_ENC_NONE;
-
-    if (ihcl->count == 0) {
-        return 0;
-    }
-
-    if (ihcl->count > 1
-        || oip_ihcl_parse(ihcl->data, ihcl->len, &n) != 0
-        || n > (uint64_t) INT64_MAX)
-    {
-        snprintf(res->error, OIP_ERROR_LEN, "upstream answer: a bad "
-                 "Inference-Header-Content-Length");
-        return res->status = 502;
-    }
-
-    f->ihcl = (int64_t) n;
-
-    return 0;
-}
-
-
-int
 oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     const oip_options_t *opt, const oip_wish_t *wish, const oip_framing_t *f,
     const uint8_t *body, size_t len)

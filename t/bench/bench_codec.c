@@ -422,7 +422,9 @@ ours_j2b(set_t *s)
                            .raw_outputs = OIP_FORM_BINARY };
 
     oip_request_process(&req, &alloc, &opt,
-                        &(oip_framing_t) { -1, OIP_ENC_NONE }, s->json,
+                        &(oip_framing_t) { -1, OIP_ENC_NONE,
+                                           OIP_CARRIER_HEADER },
+                        s->json,
                         s->jlen);
     sink += req.body_len;
     pool_reset(&pool);
@@ -441,7 +443,8 @@ ours_b2j(set_t *s)
                            .raw_outputs = OIP_FORM_BINARY };
 
     oip_request_process(&req, &alloc, &opt,
-                        &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE },
+                        &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE,
+                                           OIP_CARRIER_HEADER },
                         s->bin, s->blen);
     sink += req.body_len;
     pool_reset(&pool);
@@ -460,7 +463,8 @@ ours_validate(set_t *s)
                            .raw_outputs = OIP_FORM_BINARY };
 
     oip_request_process(&req, &alloc, &opt,
-                        &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE },
+                        &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE,
+                                           OIP_CARRIER_HEADER },
                         s->bin, s->blen);
     sink += req.body_len;
     pool_reset(&pool);

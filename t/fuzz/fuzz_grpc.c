@@ -126,7 +126,8 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
 
     oip_response_process(&resp, alloc, &opt, &wish,
                          &(oip_framing_t) { (int64_t) header_len,
-                                            OIP_ENC_NONE },
+                                            OIP_ENC_NONE,
+                                            OIP_CARRIER_HEADER },
                          answer.data, answer.len);
 
 #ifdef FZ_DEBUG

@@ -74,6 +74,7 @@ static const oip_signature_t *fz_signature(const oip_alloc_t *alloc,
     const u_char **body, size_t *len);
 static void fz_ihcl_parse_check(const u_char *v, size_t len);
 static void fz_framing_check(const u_char *v, size_t len, unsigned count);
+static void fz_carrier_check(const oip_header_t *h);
 static void fz_request_check(const oip_result_t *req,
     const oip_options_t *opt, const arena_t *arena, const u_char *body,
     size_t len, off_t ihcl);
@@ -174,6 +175,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     oip_encoding_e    enc;
     oip_digest_t      dg;
     oip_raw_input_t   raw;
+    oip_header_t      hd;
     uint64_t          sum;
 
     if (size < FZ_REQ_CONFIG) {
@@ -222,6 +224,14 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_framing_check(body, n, (c[15] >> 5) & 3);
     }
 
+    if ((c[15] & 0x1f) == 0x1f) {
+        /* long enough for a media type */
+        hd.data = body;
+        hd.len = len < 160 ? len : 160;
+        hd.count = 1;
+        fz_carrier_check(&hd);
+    }
+
     arena_init(&arena, &alloc);
 
     if (c[2] & 0x40) {
@@ -248,7 +258,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         arena.fail_all = (c[2] & 0x08) ? 1 : 0;
     }
 
-    oip_request_process(&req, &alloc, &opt, &(oip_framing_t) { ihcl, enc },
+    oip_request_process(&req, &alloc, &opt,
+                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER },
                         body, len);
 
 
@@ -350,7 +361,8 @@ fz_digest_same(const oip_result_t *req, oip_options_t *opt,
     opt->digest = NULL;
 
     oip_request_process(&plain, &alloc, opt,
-                        &(oip_framing_t) { ihcl, enc }, body, len);
+                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER },
+                        body, len);
 
     fz_assert(plain.status == req->status, "a digest changed the verdict");
     fz_assert(plain.rewritten == req->rewritten
@@ -499,7 +511,7 @@ fz_framing_check(const u_char *v, size_t len, unsigned count)
 
     /* as an IHCL, on a request and on an answer */
 
-    rc = oip_request_framing(&res, &f, &h, &none);
+    rc = oip_request_framing(&res, &f, &h, &none, NULL);
 
     fz_assert(rc == res.status, "request framing: status returned");
     fz_assert(rc == (ihcl_ok ? 0 : 400), "request framing: IHCL verdict");
@@ -509,7 +521,7 @@ fz_framing_check(const u_char *v, size_t len, unsigned count)
     fz_assert(rc != 0 || f.encoding == OIP_ENC_NONE,
               "request framing: an encoding out of nothing");
 
-    rc = oip_response_framing(&res, &f, &h);
+    rc = oip_response_framing(&res, &f, &h, NULL);
 
     fz_assert(rc == (ihcl_ok ? 0 : 502), "answer framing: IHCL verdict");
     fz_assert(rc == 0 || strncmp(res.error, "upstream answer: ", 17) == 0,
@@ -527,7 +539,7 @@ fz_framing_check(const u_char *v, size_t len, unsigned count)
         }
     }
 
-    rc = oip_request_framing(&res, &f, &none, &h);
+    rc = oip_request_framing(&res, &f, &none, &h, &none);
 
     fz_assert(rc == ((count == 0 || enc >= 0) ? 0 : 415),
               "request framing: encoding verdict");
@@ -537,6 +549,67 @@ fz_framing_check(const u_char *v, size_t len, unsigned count)
                                         : enc == 1 ? OIP_ENC_DEFLATE
                                         : OIP_ENC_NONE),
               "request framing: which encoding");
+}
+
+
+/*
+ * As a Content-Type: a carrier's json-header-size is read as an IHCL,
+ * the same on a request and on an answer, and the media type the
+ * gateway writes for it reads back the same.
+ */
+
+static void
+fz_carrier_check(const oip_header_t *h)
+{
+    int            rc, rc2;
+    char           buf[OIP_CARRIER_TYPE_LEN], num[24];
+    oip_header_t   none, t, ih;
+    oip_result_t   res;
+    oip_framing_t  f, g;
+
+    memset(&none, 0, sizeof(oip_header_t));
+
+    rc = oip_request_framing(&res, &f, &none, &none, h);
+
+    fz_assert(rc == 0 || rc == 400, "carrier: request verdict");
+    fz_assert(rc == 0 || res.error[0] != '\0', "carrier: no error");
+    fz_assert(rc != 0 || f.carrier != OIP_CARRIER_HEADER || f.ihcl == -1,
+              "carrier: an IHCL from another media type");
+
+    rc2 = oip_response_framing(&res, &g, &none, h);
+
+    fz_assert(rc2 == (rc ? 502 : 0), "carrier: answer verdict");
+    fz_assert(rc != 0 || (g.carrier == f.carrier && g.ihcl == f.ihcl),
+              "carrier: an answer read otherwise");
+
+    if (rc != 0 || f.carrier == OIP_CARRIER_HEADER) {
+        return;
+    }
+
+    t.data = (const u_char *) buf;
+    t.len = oip_carrier_type(f.carrier, f.ihcl, buf, sizeof(buf));
+    t.count = 1;
+
+    fz_assert(t.len > 0, "carrier: its media type does not fit");
+
+    rc = oip_request_framing(&res, &g, &none, &none, &t);
+
+    fz_assert(rc == 0 && g.carrier == f.carrier && g.ihcl == f.ihcl,
+              "carrier: its media type reads otherwise");
+
+    if (f.ihcl < 0 || f.ihcl == INT64_MAX) {
+        return;
+    }
+
+    /* an IHCL header that says another length */
+
+    ih.data = (const u_char *) num;
+    ih.len = snprintf(num, sizeof(num), "%lld", (long long) f.ihcl + 1);
+    ih.count = 1;
+
+    rc = oip_request_framing(&res, &g, &ih, &none, &t);
+
+    fz_assert(rc == 400, "carrier: two lengths that differ accepted");
 }
 
 
@@ -648,7 +721,9 @@ fz_request_refeed(const oip_result_t *req, const oip_options_t *opt)
     arena_init(&arena, &alloc);
 
     oip_request_process(&again, &alloc, &o,
-                        &(oip_framing_t) { ihcl, OIP_ENC_NONE }, out,
+                        &(oip_framing_t) { ihcl, OIP_ENC_NONE,
+                                           OIP_CARRIER_HEADER },
+                        out,
                         req->body_len);
 
     if (again.status != 0) {

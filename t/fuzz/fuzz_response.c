@@ -147,7 +147,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     oip_response_process(&resp, &alloc, &opt, &wish,
-                         &(oip_framing_t) { ihcl, OIP_ENC_NONE }, p, len);
+                         &(oip_framing_t) { ihcl, OIP_ENC_NONE,
+                                            OIP_CARRIER_HEADER },
+                         p, len);
 
 
 #ifdef FZ_DEBUG
@@ -250,7 +252,9 @@ fz_response_refeed(const oip_result_t *resp, const oip_options_t *opt,
     arena_init(&arena, &alloc);
 
     oip_response_process(&again, &alloc, &o, wish,
-                         &(oip_framing_t) { ihcl, OIP_ENC_NONE }, out,
+                         &(oip_framing_t) { ihcl, OIP_ENC_NONE,
+                                            OIP_CARRIER_HEADER },
+                         out,
                          resp->body_len);
 
     if (again.status != 0 || again.rewritten) {

@@ -262,7 +262,9 @@ fz_request(fz_run_t *r, oip_form_e inputs, const u_char *body, size_t len,
     arena_init(&r->arena, &r->alloc);
 
     oip_request_process(&req, &r->alloc, &o,
-                        &(oip_framing_t) { ihcl, OIP_ENC_NONE }, body, len);
+                        &(oip_framing_t) { ihcl, OIP_ENC_NONE,
+                                           OIP_CARRIER_HEADER },
+                        body, len);
 
     fz_error_check(req.status, req.error);
 
@@ -296,7 +298,9 @@ fz_response(fz_run_t *r, int binary, const u_char *body, size_t len,
     arena_init(&r->arena, &r->alloc);
 
     oip_response_process(&resp, &r->alloc, &fz_opts, &w,
-                         &(oip_framing_t) { ihcl, OIP_ENC_NONE }, body, len);
+                         &(oip_framing_t) { ihcl, OIP_ENC_NONE,
+                                            OIP_CARRIER_HEADER },
+                         body, len);
 
     fz_error_check(resp.status, resp.error);
 
@@ -530,7 +534,9 @@ fz_numbers(int dt, const u_char *p, const u_char *end)
     arena_init(&r.arena, &r.alloc);
 
     oip_request_process(&req, &r.alloc, &o,
-                        &(oip_framing_t) { -1, OIP_ENC_NONE }, json,
+                        &(oip_framing_t) { -1, OIP_ENC_NONE,
+                                           OIP_CARRIER_HEADER },
+                        json,
                         q - json);
 
     fz_error_check(req.status, req.error);

@@ -294,6 +294,17 @@ def request_seeds():
                           + b'18446744073709551615')
     s['ihcl_text_overflow'] = (req_config(ihcl_text=20)
                                + b'18446744073709551616')
+    # ihcl_text 31: the body's first 160 bytes read as a Content-Type
+    s['carrier_sagemaker'] = (req_config(ihcl_text=31)
+                              + b'application/vnd.sagemaker-triton.binary'
+                              b'+json;json-header-size=42')
+    s['carrier_vertex_quoted'] = (req_config(ihcl_text=31)
+                                  + b'Application/VND.Vertex-AI-Triton.'
+                                  b'Binary+JSON ; charset=x; '
+                                  b'JSON-Header-Size="0"')
+    s['carrier_twice'] = (req_config(ihcl_text=31)
+                          + b'application/vnd.vertex-ai-triton.binary+json;'
+                          b'json-header-size=1;json-header-size=1')
 
     # KServe's request model dumped: null for every optional member
     nulls = (b'{"id":null,"parameters":null,"inputs":[{"name":"n",'

@@ -392,7 +392,8 @@ test_alloc_failures(void)
         r.arena.fail_at = i;
 
         st = oip_request_process(&r.req, &r.alloc, &o,
-                                 &(oip_framing_t) { -1, OIP_ENC_NONE },
+                                 &(oip_framing_t) { -1, OIP_ENC_NONE,
+                                                    OIP_CARRIER_HEADER },
                                  (const u_char *) JSON_FLAT,
                                  strlen(JSON_FLAT));
 

@@ -716,6 +716,92 @@ test_ihcl(void)
 }
 
 
+/* the JSON's length in Triton's SageMaker and Vertex AI media types */
+
+static int
+carrier(const char *type, const char *ihcl, oip_framing_t *f, int answer)
+{
+    oip_header_t  t, h, none;
+    oip_result_t  res;
+
+    memset(&none, 0, sizeof(oip_header_t));
+
+    t.data = (const u_char *) type;
+    t.len = strlen(type);
+    t.count = 1;
+
+    h.data = (const u_char *) ihcl;
+    h.len = ihcl ? strlen(ihcl) : 0;
+    h.count = (ihcl != NULL);
+
+    if (answer) {
+        return oip_response_framing(&res, f, &h, &t);
+    }
+
+    return oip_request_framing(&res, f, &h, &none, &t);
+}
+
+
+static void
+test_carriers(void)
+{
+    char           buf[OIP_CARRIER_TYPE_LEN];
+    oip_framing_t  f;
+
+    ok(carrier(OIP_TYPE_SAGEMAKER ";json-header-size=42", NULL, &f, 0) == 0
+       && f.ihcl == 42 && f.carrier == OIP_CARRIER_SAGEMAKER,
+       "sagemaker: json-header-size is the IHCL");
+    ok(carrier(OIP_TYPE_VERTEX ";json-header-size=0", NULL, &f, 0) == 0
+       && f.ihcl == 0 && f.carrier == OIP_CARRIER_VERTEX,
+       "vertex: 0 is a raw request");
+    ok(carrier(" Application/VND.Vertex-AI-Triton.Binary+JSON ; charset=x ;"
+               " JSON-Header-Size=\"7\"", NULL, &f, 0) == 0
+       && f.ihcl == 7 && f.carrier == OIP_CARRIER_VERTEX,
+       "any case, spaces, other parameters, a quoted value");
+    ok(carrier(OIP_TYPE_SAGEMAKER, NULL, &f, 0) == 0 && f.ihcl == -1
+       && f.carrier == OIP_CARRIER_SAGEMAKER,
+       "no json-header-size: JSON, the answer in that type");
+    ok(carrier(OIP_TYPE_SAGEMAKER ";json-header-size=42", "42", &f, 0) == 0
+       && f.ihcl == 42, "the same length twice");
+    ok(carrier(OIP_TYPE_SAGEMAKER ";json-header-size=42", "41", &f, 0)
+       == 400, "two lengths that differ: 400");
+    ok(carrier(OIP_TYPE_SAGEMAKER ";json-header-size=42", "41", &f, 1)
+       == 502, "two lengths that differ in an answer: 502");
+    ok(carrier(OIP_TYPE_SAGEMAKER ";json-header-size=-1", NULL, &f, 0)
+       == 400, "a negative size");
+    ok(carrier(OIP_TYPE_SAGEMAKER ";json-header-size=012", NULL, &f, 0)
+       == 400, "a leading zero");
+    ok(carrier(OIP_TYPE_SAGEMAKER ";json-header-size=", NULL, &f, 0)
+       == 400, "an empty size");
+    ok(carrier(OIP_TYPE_SAGEMAKER ";json-header-size=1;json-header-size=1",
+               NULL, &f, 0) == 400, "a size twice");
+    ok(carrier(OIP_TYPE_SAGEMAKER ";json-header-size=\"1", NULL, &f, 0)
+       == 400, "an unclosed quote");
+    ok(carrier(OIP_TYPE_SAGEMAKER "x;json-header-size=5", NULL, &f, 0) == 0
+       && f.ihcl == -1 && f.carrier == OIP_CARRIER_HEADER,
+       "another media type is not read");
+    ok(carrier("x/" OIP_TYPE_VERTEX ";json-header-size=5", NULL, &f, 0) == 0
+       && f.ihcl == -1 && f.carrier == OIP_CARRIER_HEADER,
+       "nor one that only holds it");
+    ok(carrier("application/json;json-header-size=5", "3", &f, 0) == 0
+       && f.ihcl == 3 && f.carrier == OIP_CARRIER_HEADER,
+       "json-header-size means nothing in application/json");
+    ok(carrier(OIP_TYPE_VERTEX ";json-header-size=9", NULL, &f, 1) == 0
+       && f.ihcl == 9 && f.carrier == OIP_CARRIER_VERTEX,
+       "an answer's media type");
+
+    ok(oip_carrier_type(OIP_CARRIER_SAGEMAKER, 123, buf, sizeof(buf)) > 0
+       && strcmp(buf, OIP_TYPE_SAGEMAKER ";json-header-size=123") == 0,
+       "the gateway's sagemaker type");
+    ok(oip_carrier_type(OIP_CARRIER_VERTEX, -1, buf, sizeof(buf)) > 0
+       && strcmp(buf, OIP_TYPE_VERTEX) == 0, "without a size");
+    ok(oip_carrier_type(OIP_CARRIER_VERTEX, INT64_MAX, buf, sizeof(buf))
+       > 0, "the largest size fits");
+    ok(oip_carrier_type(OIP_CARRIER_VERTEX, 1, buf, 10) == 0,
+       "a buffer too small");
+}
+
+
 static void
 test_alloc_failures(void)
 {
@@ -746,7 +832,8 @@ test_alloc_failures(void)
         o.inputs = OIP_FORM_BINARY;
 
         st = oip_request_process(&r.req, &r.alloc, &o,
-                                 &(oip_framing_t) { -1, OIP_ENC_NONE },
+                                 &(oip_framing_t) { -1, OIP_ENC_NONE,
+                                                    OIP_CARRIER_HEADER },
                                  (u_char *) j, strlen(j));
 
         /* a refused allocation is a 500, and only that is */
@@ -827,6 +914,7 @@ main(void)
     test_many_inputs();
     test_errors();
     test_ihcl();
+    test_carriers();
     test_alloc_failures();
     test_stats();
 
