@@ -430,6 +430,7 @@ ngx_http_oip_grpc_rest(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
         framing->ihcl = (int64_t) header_len;
         framing->encoding = OIP_ENC_NONE;
+        framing->carrier = OIP_CARRIER_HEADER;
 
         return NGX_OK;
     }

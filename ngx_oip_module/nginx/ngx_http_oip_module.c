@@ -77,6 +77,14 @@ static ngx_conf_enum_t  ngx_http_oip_grpc_contents[] = {
 };
 
 
+static ngx_conf_enum_t  ngx_http_oip_carriers[] = {
+    { ngx_string("header"), OIP_CARRIER_HEADER },
+    { ngx_string("sagemaker"), OIP_CARRIER_SAGEMAKER },
+    { ngx_string("vertex"), OIP_CARRIER_VERTEX },
+    { ngx_null_string, 0 }
+};
+
+
 static ngx_conf_num_bounds_t  ngx_http_oip_depth_bounds = {
     ngx_conf_check_num_bounds, 1, 100000
 };
@@ -203,6 +211,13 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       offsetof(ngx_http_oip_loc_conf_t, grpc_typed),
       &ngx_http_oip_grpc_contents },
 
+    { ngx_string("oip_upstream_header_carrier"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, carrier),
+      &ngx_http_oip_carriers },
+
     { ngx_string("oip_grpc_max_message"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_size_slot,
@@ -299,6 +314,7 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->sig_coerce = NGX_CONF_UNSET;
     conf->protocol = NGX_CONF_UNSET_UINT;
     conf->grpc_typed = NGX_CONF_UNSET_UINT;
+    conf->carrier = NGX_CONF_UNSET_UINT;
     conf->grpc_max_message = NGX_CONF_UNSET_SIZE;
 #if (NGX_THREADS)
     conf->thread_pool = NGX_CONF_UNSET_PTR;
@@ -359,6 +375,8 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_uint_value(conf->protocol, prev->protocol,
                               NGX_HTTP_OIP_PROTOCOL_HTTP);
     ngx_conf_merge_uint_value(conf->grpc_typed, prev->grpc_typed, 0);
+    ngx_conf_merge_uint_value(conf->carrier, prev->carrier,
+                              OIP_CARRIER_HEADER);
 
     /* gRPC servers' own default for the largest message they take */
     ngx_conf_merge_size_value(conf->grpc_max_message, prev->grpc_max_message,

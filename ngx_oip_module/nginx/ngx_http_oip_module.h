@@ -81,6 +81,9 @@ typedef struct {
     ngx_uint_t             grpc_typed;      /* oip_grpc_contents typed */
     size_t                 grpc_max_message;
 
+    /* how the upstream is told the JSON header's length */
+    ngx_uint_t             carrier;         /* oip_carrier_e */
+
 #if (NGX_THREADS)
     /* oip_thread_pool NAME [threshold=SIZE]; NULL: inline */
     ngx_thread_pool_t     *thread_pool;
@@ -122,6 +125,7 @@ typedef struct {
     const u_char          *body;
     size_t                 body_len;
     int64_t                ihcl;
+    ngx_uint_t             carrier;       /* oip_carrier_e: the client's */
 
     /* the response path */
     oip_wish_t             wish;

@@ -16,6 +16,8 @@
 #define NGX_HTTP_OIP_FRAMING   0x01    /* the body was rewritten */
 #define NGX_HTTP_OIP_TYPE      0x02    /* Content-Type to match the body */
 #define NGX_HTTP_OIP_ENCODING  0x04    /* no Accept-Encoding upstream */
+#define NGX_HTTP_OIP_CARRIER   0x08    /* the JSON's length, as the
+                                          upstream reads it */
 
 
 static ngx_int_t ngx_http_oip_request_handler(ngx_http_request_t *r);
@@ -47,6 +49,8 @@ static ngx_int_t ngx_http_oip_replace(ngx_http_request_t *r,
     oip_result_t *res);
 static ngx_int_t ngx_http_oip_headers(ngx_http_request_t *r,
     oip_result_t *res, ngx_uint_t what);
+static ngx_int_t ngx_http_oip_carrier(ngx_http_request_t *r,
+    oip_result_t *res, ngx_list_t *list, ngx_str_t *type);
 static ngx_uint_t ngx_http_oip_dropped(ngx_table_elt_t *h,
     ngx_uint_t what);
 static ngx_int_t ngx_http_oip_send_error(ngx_http_request_t *r,
@@ -54,6 +58,7 @@ static ngx_int_t ngx_http_oip_send_error(ngx_http_request_t *r,
 
 
 static ngx_str_t  ngx_http_oip_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
+static ngx_str_t  ngx_http_oip_type = ngx_string("Content-Type");
 static ngx_str_t  ngx_http_oip_encoding = ngx_string("Content-Encoding");
 
 
@@ -283,7 +288,7 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     ngx_int_t       rc, digest;
     oip_alloc_t     alloc;
     oip_digest_t    dg;
-    oip_header_t    ihcl, encoding;
+    oip_header_t    ihcl, encoding, type;
     oip_result_t    res;
     oip_options_t   opt;
     oip_framing_t   framing;
@@ -292,14 +297,19 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
                                &ihcl);
     (void) ngx_http_oip_header(&r->headers_in.headers,
                                &ngx_http_oip_encoding, &encoding);
+    (void) ngx_http_oip_header(&r->headers_in.headers, &ngx_http_oip_type,
+                               &type);
 
-    if (oip_request_framing(&res, &framing, &ihcl, &encoding) != 0) {
+    if (oip_request_framing(&res, &framing, &ihcl, &encoding, &type) != 0) {
         return ngx_http_oip_fail(r, ctx, res.status, res.error);
     }
 
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: IHCL %L, encoding %d", framing.ihcl,
-                   (int) framing.encoding);
+    /* its binary answer goes back in the media type it came with */
+    ctx->carrier = framing.carrier;
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: IHCL %L, encoding %d, carrier %d", framing.ihcl,
+                   (int) framing.encoding, (int) framing.carrier);
 
     rc = ngx_http_oip_body(r, ctx, &body, &len);
     if (rc != NGX_OK) {
@@ -436,7 +446,8 @@ static ngx_int_t
 ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     int rc, oip_result_t *res)
 {
-    oip_result_t  call;
+    oip_result_t              call;
+    ngx_http_oip_loc_conf_t  *olcf;
 
     if (rc != 0) {
         ctx->misfit = res->misfit;
@@ -444,6 +455,8 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     }
 
     ctx->misfit = 0;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
     /* for the variables */
 
@@ -462,6 +475,17 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
                    "segments:%uz manage:%d",
                    res->rewritten, res->raw, res->decompressed, res->binary,
                    res->body_len, res->header_len, res->nsegs, res->manage);
+
+    /*
+     * A length in a media type, either way, is re-said in the answer:
+     * it is held, and its Accept-Encoding dropped, to that end.
+     */
+
+    if (ctx->carrier != OIP_CARRIER_HEADER
+        || (!ctx->grpc && olcf->carrier != OIP_CARRIER_HEADER))
+    {
+        res->manage = 1;
+    }
 
     ctx->wish = res->wish;
     ctx->manage = res->manage;
@@ -523,7 +547,12 @@ ngx_http_oip_rpc(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 static ngx_int_t
 ngx_http_oip_send_on(ngx_http_request_t *r, oip_result_t *res)
 {
-    ngx_uint_t  what;
+    ngx_uint_t                what;
+    ngx_http_oip_ctx_t       *ctx;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    ctx = ngx_http_oip_get_ctx(r);
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
     if (res->rewritten && ngx_http_oip_replace(r, res) != NGX_OK) {
         return NGX_ERROR;
@@ -543,6 +572,13 @@ ngx_http_oip_send_on(ngx_http_request_t *r, oip_result_t *res)
 
     if (res->content_type) {
         what |= NGX_HTTP_OIP_TYPE;
+    }
+
+    if (!ctx->grpc
+        && (ctx->carrier != OIP_CARRIER_HEADER
+            || olcf->carrier != OIP_CARRIER_HEADER))
+    {
+        what |= NGX_HTTP_OIP_CARRIER;
     }
 
     if (res->manage
@@ -864,7 +900,7 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_result_t *res,
             return NGX_ERROR;
         }
 
-        if (res->binary) {
+        if (res->binary && !(what & NGX_HTTP_OIP_CARRIER)) {
             v.data = p + NGX_OFF_T_LEN;
             v.len = ngx_sprintf(v.data, "%uz", res->header_len) - v.data;
 
@@ -878,10 +914,17 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_result_t *res,
         r->headers_in.transfer_encoding = NULL;
     }
 
-    if (what & NGX_HTTP_OIP_TYPE) {
+    if (what & NGX_HTTP_OIP_CARRIER) {
+        if (ngx_http_oip_carrier(r, res, &list, &v) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+    } else if (what & NGX_HTTP_OIP_TYPE) {
         v.data = (u_char *) res->content_type;
         v.len = ngx_strlen(res->content_type);
+    }
 
+    if (what & (NGX_HTTP_OIP_TYPE|NGX_HTTP_OIP_CARRIER)) {
         r->headers_in.content_type = ngx_http_oip_header_push(&list,
                                                        &content_type, &v);
         if (r->headers_in.content_type == NULL) {
@@ -890,6 +933,69 @@ ngx_http_oip_headers(ngx_http_request_t *r, oip_result_t *res,
     }
 
     r->headers_in.headers = list;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The JSON's length said as the upstream reads it (an IHCL, or its media
+ * type's json-header-size), whatever the client used; type, the
+ * Content-Type to go with it.
+ */
+
+static ngx_int_t
+ngx_http_oip_carrier(ngx_http_request_t *r, oip_result_t *res,
+    ngx_list_t *list, ngx_str_t *type)
+{
+    u_char                   *p;
+    int64_t                   hlen;
+    ngx_str_t                 v;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    /* the body sent: binary, raw (its IHCL 0), or JSON */
+
+    hlen = res->binary ? (int64_t) res->header_len : (res->raw ? 0 : -1);
+
+    if (olcf->carrier == OIP_CARRIER_HEADER) {
+        if (hlen >= 0) {
+            p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+            if (p == NULL) {
+                return NGX_ERROR;
+            }
+
+            v.data = p;
+            v.len = ngx_sprintf(p, "%L", hlen) - p;
+
+            if (ngx_http_oip_header_push(list, &ngx_http_oip_ihcl, &v)
+                == NULL)
+            {
+                return NGX_ERROR;
+            }
+        }
+
+        type->data = (u_char *) (res->content_type ? res->content_type
+                                 : (hlen >= 0) ? OIP_TYPE_BINARY
+                                 : OIP_TYPE_JSON);
+        type->len = ngx_strlen(type->data);
+
+        return NGX_OK;
+    }
+
+    if (hlen < 0) {
+        ngx_str_set(type, OIP_TYPE_JSON);
+        return NGX_OK;
+    }
+
+    type->data = ngx_pnalloc(r->pool, OIP_CARRIER_TYPE_LEN);
+    if (type->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    type->len = oip_carrier_type(olcf->carrier, hlen, (char *) type->data,
+                                 OIP_CARRIER_TYPE_LEN);
 
     return NGX_OK;
 }
@@ -907,9 +1013,10 @@ ngx_http_oip_dropped(ngx_table_elt_t *h, ngx_uint_t what)
         { ngx_string("Content-Length"), NGX_HTTP_OIP_FRAMING },
         { ngx_string("Transfer-Encoding"), NGX_HTTP_OIP_FRAMING },
         { ngx_string("Content-Encoding"), NGX_HTTP_OIP_FRAMING },
-        { ngx_string(NGX_HTTP_OIP_IHCL), NGX_HTTP_OIP_FRAMING },
+        { ngx_string(NGX_HTTP_OIP_IHCL),
+          NGX_HTTP_OIP_FRAMING|NGX_HTTP_OIP_CARRIER },
         { ngx_string("Content-Type"),
-          NGX_HTTP_OIP_FRAMING|NGX_HTTP_OIP_TYPE },
+          NGX_HTTP_OIP_FRAMING|NGX_HTTP_OIP_TYPE|NGX_HTTP_OIP_CARRIER },
         { ngx_string("Accept-Encoding"), NGX_HTTP_OIP_ENCODING }
     };
 

@@ -528,14 +528,18 @@ ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 static ngx_int_t
 ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    oip_header_t    ihcl;
+    oip_header_t    ihcl, type;
     oip_result_t    res;
     oip_framing_t   framing;
 
     (void) ngx_http_oip_header(&r->headers_out.headers, &ngx_http_oip_ihcl,
                                &ihcl);
 
-    if (oip_response_framing(&res, &framing, &ihcl) != 0) {
+    type.data = r->headers_out.content_type.data;
+    type.len = r->headers_out.content_type.len;
+    type.count = (type.len != 0);
+
+    if (oip_response_framing(&res, &framing, &ihcl, &type) != 0) {
         return ngx_http_oip_answer_failed(r, ctx, res.status,
                                                 res.error);
     }
@@ -867,6 +871,7 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 {
     u_char           *p;
     ngx_str_t         v;
+    const char       *type;
     oip_header_t      ihcl;
     ngx_table_elt_t  *h;
 
@@ -886,7 +891,26 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         h->hash = 0;
     }
 
-    if (res->binary) {
+    type = res->content_type;
+
+    if (res->binary && ctx->carrier != OIP_CARRIER_HEADER) {
+        /* the length in the media type the client sent its own in */
+
+        p = ngx_pnalloc(r->pool, OIP_CARRIER_TYPE_LEN);
+        if (p == NULL) {
+            return NGX_ERROR;
+        }
+
+        if (oip_carrier_type(ctx->carrier, (int64_t) res->header_len,
+                             (char *) p, OIP_CARRIER_TYPE_LEN)
+            == 0)
+        {
+            return NGX_ERROR;
+        }
+
+        type = (const char *) p;
+
+    } else if (res->binary) {
         p = ngx_pnalloc(r->pool, NGX_SIZE_T_LEN);
         if (p == NULL) {
             return NGX_ERROR;
@@ -903,7 +927,7 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         }
     }
 
-    ngx_http_oip_content_type(r, res->content_type);
+    ngx_http_oip_content_type(r, type);
 
     if (r->headers_out.content_length) {
         r->headers_out.content_length->hash = 0;

@@ -11,6 +11,13 @@ compressed responses, model metadata and health endpoints.
 
     oip_runtime.py --port 8001 [--family triton|kserve|openvino|mlserver]
                    [--triton-version 2.49.0]
+                   [--sagemaker-port P] [--vertex-port P]
+
+--sagemaker-port and --vertex-port also serve Triton's SageMaker
+(POST /invocations, /models/{m}/invoke; GET /ping) and Vertex AI (POST
+/predict, X-Vertex-Ai-Triton-Redirect: v2/models/{m}/infer; GET /health)
+frontends, which carry the JSON's length in the Content-Type
+(FrontendHandler says how).
 
 --family imitates the runtimes the gateway is deployed in front of, habits
 included, as their sources show them (docs/upstreams.md has the list):
@@ -1159,6 +1166,98 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, out, headers)
 
 
+class FrontendHandler(Handler):
+    """Triton's SageMaker and Vertex AI frontends (src/sagemaker_server.cc,
+    src/vertex_ai_server.cc), on ports of their own beside the HTTP one:
+    the JSON's length is read only from the Content-Type's
+    json-header-size, as a prefix at its very start parsed by atoi; an
+    IHCL header is not read.  SageMaker answers binary data with that
+    media type and no IHCL; Vertex AI answers as the HTTP frontend."""
+
+    MIME = {"sagemaker": "application/vnd.sagemaker-triton.binary+json;"
+                         "json-header-size=",
+            "vertex": "application/vnd.vertex-ai-triton.binary+json;"
+                      "json-header-size="}
+
+    def frontend_headers(self, body):
+        """The request's headers as the runtime reads them: the length
+        from the media type, or none (all JSON)."""
+        mime = self.MIME[self.server.frontend]
+        ctype = self.headers.get("Content-Type")
+        headers = {"Content-Type": "application/json"}
+        if ctype is None or mime not in ctype:
+            return headers
+        if not ctype.startswith(mime):
+            raise InferError("expect MIME type for binary data starts with "
+                             "'%s', got: %s" % (mime, ctype))
+        m = re.match(r"\s*[+-]?\d+", ctype[len(mime):])
+        n = int(m.group(0)) if m else 0                     # atoi
+        if n < 0 or n > len(body):
+            raise InferError("inference header size should be in range "
+                             "(0, %d), got: %s" % (len(body),
+                                                   ctype[len(mime):]))
+        headers[IHCL] = str(n)
+        headers["Content-Type"] = "application/octet-stream"
+        return headers
+
+    def frontend_route(self):
+        """(model, or None: not an infer route)"""
+        path = self.path.split("?")[0]
+        if self.server.frontend == "sagemaker":
+            if path == "/invocations":
+                return self.server.default_model
+            m = re.fullmatch(r"/models/([^/]+)/invoke", path)
+            return m.group(1) if m else None
+        if path != "/predict":
+            return None
+        redirect = self.headers.get("X-Vertex-Ai-Triton-Redirect")
+        if redirect is None:
+            return self.server.default_model
+        m = re.fullmatch(r"v2/models/([^/]+)/infer", redirect)
+        return m.group(1) if m else None
+
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path in ("/ping", "/health"):
+            return self.reply(200)
+        return self.reply(400)
+
+    do_HEAD = do_GET
+
+    def do_POST(self):
+        body = self.read_body()
+        runtime = self.server.runtime
+        model = self.frontend_route()
+        if model is None:
+            return self.reply(400)
+        runtime.count("infer", model)
+        try:
+            runtime.find(model, None)
+            out, headers = runtime.infer(model, self.frontend_headers(body),
+                                         body)
+        except InferError as e:
+            return self.answer(e)
+        n = headers.pop(IHCL, None)
+        if self.server.frontend == "sagemaker":
+            headers["Content-Type"] = ("application/json" if n is None
+                                       else self.MIME["sagemaker"] + n)
+        elif n is not None:
+            headers[IHCL] = n
+        self.reply(200, out, headers)
+
+
+def frontend(kind, host, port, runtime, default_model, verbose):
+    """Serves kind's frontend on port, in a thread, for runtime."""
+    server = ThreadingHTTPServer((host, port), FrontendHandler)
+    server.daemon_threads = True
+    server.runtime = runtime
+    server.verbose = verbose
+    server.frontend = kind
+    server.default_model = default_model
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--host", default="127.0.0.1")
@@ -1168,6 +1267,12 @@ def main():
                              "jsononly"])
     ap.add_argument("--triton-version", default="2.49.0",
                     help="below 2.42, Triton's errors are all 400")
+    ap.add_argument("--sagemaker-port", type=int,
+                    help="Triton's SageMaker frontend there too")
+    ap.add_argument("--vertex-port", type=int,
+                    help="Triton's Vertex AI frontend there too")
+    ap.add_argument("--default-model", default="simple",
+                    help="what /invocations and /predict infer")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
 
@@ -1175,6 +1280,12 @@ def main():
     server.daemon_threads = True
     server.runtime = Runtime(args.family, args.triton_version)
     server.verbose = args.verbose
+
+    for kind, port in (("sagemaker", args.sagemaker_port),
+                       ("vertex", args.vertex_port)):
+        if port:
+            frontend(kind, args.host, port, server.runtime,
+                     args.default_model, args.verbose)
 
     def stop(*_):
         threading.Thread(target=server.shutdown, daemon=True).start()
