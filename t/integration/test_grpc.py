@@ -368,6 +368,22 @@ class Grpc(GatewayTestCase):
         self.assertJSONError(self.ngx.request("GET", "/v2/repository/index"),
                              404, "gRPC")
 
+    def test_not_ready_is_503(self):
+        self.rt.hook("PUT", "/_test/health", {"ready": False})
+        for path, want in [
+                ("/v2/health/live", {"live": True}),
+                ("/v2/health/ready", {"ready": False}),
+                ("/v2/models/simple/ready", {"ready": False})]:
+            with self.subTest(path=path):
+                st, h, body = self.ngx.request("GET", path)
+                self.assertEqual(json.loads(body), want)
+                self.assertEqual((st, h["content-type"]),
+                                 (503 if False in want.values() else 200,
+                                  "application/json"))
+        self.rt.hook("PUT", "/_test/health", {"live": False})
+        st, _, body = self.ngx.request("GET", "/v2/health/live")
+        self.assertEqual((st, json.loads(body)), (503, {"live": False}))
+
     def test_metadata_malformed(self):
         self.rt.hook("PUT", "/_test/fault", {
             "mode": "malformed", "times": 1, "methods": ["ModelMetadata"]})

@@ -151,6 +151,9 @@ Test hooks, HTTP/1.1 on --hook-port (default --port + 1; JSON in and out):
                                        it dies too
                               none     cleared
   PUT    /_test/contents      {"typed": true|false}: as --contents
+  PUT    /_test/health        {"live": bool, "ready": bool}: what
+                              ServerLive, and ServerReady and ModelReady
+                              (a model still loading), answer; reset: true
   PUT    /_test/models/{m}    {"inputs": [...], "outputs": [...]}: as
   DELETE /_test/models/{m}    oip_runtime.py's
 
@@ -528,6 +531,8 @@ class State:
             self.received = []
             self.fault = None
             self.typed = self.default_typed
+            self.live = True
+            self.ready = True
 
     def record(self, rec):
         with self.lock:
@@ -570,14 +575,14 @@ class Service:
     # the rpcs: a request to an answer, or a GrpcError
 
     def ServerLive(self, req):
-        return pb.ServerLiveResponse(live=True)
+        return pb.ServerLiveResponse(live=self.state.live)
 
     def ServerReady(self, req):
-        return pb.ServerReadyResponse(ready=True)
+        return pb.ServerReadyResponse(ready=self.state.ready)
 
     def ModelReady(self, req):
         self.lookup(req.name, req.version)
-        return pb.ModelReadyResponse(ready=True)
+        return pb.ModelReadyResponse(ready=self.state.ready)
 
     def ServerMetadata(self, req):
         info = oip.Handler.SERVER["triton"]
@@ -885,6 +890,14 @@ class Hooks(BaseHTTPRequestHandler):
                 return self.fail("'typed' must be true or false")
             with state.lock:
                 state.typed = doc["typed"]
+            return self.reply(200, {})
+        if what == ("PUT", "health") and len(parts) == 2:
+            if any(not isinstance(doc.get(k, True), bool)
+                   for k in ("live", "ready")):
+                return self.fail("'live' and 'ready' must be true or false")
+            with state.lock:
+                state.live = doc.get("live", True)
+                state.ready = doc.get("ready", True)
             return self.reply(200, {})
         if what == ("PUT", "fault") and len(parts) == 2:
             try:
