@@ -22,6 +22,10 @@ response at once, so that the gateway is what is measured):
               in the log, all but $oip_digest (docs/operations.md)
     digested  binary, with $oip_digest in an access log: the tensor
               digest computed on every request
+    grpc      binary's conversion, then the request as a gRPC ModelInfer
+              call (oip_upstream_protocol grpc, grpc_pass) to the same
+              upstream nginx on an HTTP/2 port, where a static
+              ModelInferResponse answers with grpc-status 0 in a trailer
     peer      the OpenResty script operators deploy today
               (../shared/peers/openresty/json_to_binary.lua, beside
               this repository or the one it was cloned from; OIP_PEER_LUA
@@ -132,13 +136,22 @@ http {{
 
         location / {{
             {location}
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_pass http://backend;
+            {upstream_pass}
         }}
         {server}
     }}
 }}
+"""
+
+PROXY_PASS = """proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_pass http://backend;"""
+
+GRPC_HTTP = """
+    upstream grpc_backend {
+        server 127.0.0.1:@GRPC@;
+        keepalive 32;
+    }
 """
 
 # the signature of the model the 1 KB requests are for
@@ -193,8 +206,45 @@ http {{
             return 200 '{metadata}';
         }}
     }}
+
+    # gRPC: the answer a file (nginx's strings hold no NUL), fetched
+    # once the whole body is read, as a gRPC server reads the message
+    # before it answers; its status a trailer
+    server {{
+        listen 127.0.0.1:{grpc_port} http2;
+        http2_max_concurrent_streams 1024;
+
+        location = /inference.GRPCInferenceService/ModelInfer {{
+            proxy_pass http://127.0.0.1:{port2}/answer.grpc;
+            proxy_method GET;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            add_trailer grpc-status 0;
+        }}
+    }}
+
+    server {{
+        listen 127.0.0.1:{port2};
+
+        location = /answer.grpc {{
+            root {grpc_dir};
+            default_type application/grpc;
+        }}
+    }}
 }}
 """
+
+
+def grpc_answer():
+    """ANSWER as a framed ModelInferResponse (grpc_predict_v2.proto):
+    model m, version 1, OUTPUT0 FP32 [1, 1], 0.5 in raw_output_contents."""
+    def field(number, data):
+        return bytes([number << 3 | 2, len(data)]) + data
+    out = (field(1, b"OUTPUT0") + field(2, b"FP32")
+           + field(3, b"\x01\x01"))
+    msg = (field(1, b"m") + field(2, b"1") + field(5, out)
+           + field(6, struct.pack("<f", 0.5)))
+    return b"\x00" + struct.pack(">I", len(msg)) + msg
 
 
 class Server:
@@ -202,6 +252,7 @@ class Server:
 
     def __init__(self, name, conf, **subst):
         self.name = name
+        self.subst = subst
         self.dir = tempfile.mkdtemp(prefix="oip-bench-%s-" % name)
         self.port = free_port()
         with open(os.path.join(self.dir, "nginx.conf"), "w") as f:
@@ -351,10 +402,13 @@ def main():
              "access_log @DIR@/oip.log oip buffer=64k flush=1s;"),
             ("digested", "binary, $oip_digest logged",
              "oip on; oip_upstream_inputs binary; oip_max_json_size 64m; "
-             "access_log @DIR@/digest.log digest buffer=64k flush=1s;")]
+             "access_log @DIR@/digest.log digest buffer=64k flush=1s;"),
+            ("grpc", "binary, to gRPC (ModelInfer)",
+             "oip on; oip_upstream_protocol grpc; oip_max_json_size 64m; "
+             "oip_grpc_max_message 64m;")]
     extra_http = {"signed": SIGNED_HTTP, "logged": LOGGED_HTTP,
                   "operated": OPERATED_HTTP,
-                  "digested": DIGESTED_HTTP}
+                  "digested": DIGESTED_HTTP, "grpc": GRPC_HTTP}
     if os.path.exists(PEER):
         rows.append(("peer", "OpenResty peer",
                      "access_by_lua_file %s;" % os.path.abspath(PEER)))
@@ -372,7 +426,11 @@ def main():
     body = {key: listed if key == "listed" else small for key, _, _ in rows}
     big = fp32_json(BIG_SIZE, 2)
 
-    up = Server("upstream", UPSTREAM_CONF, answer=ANSWER, metadata=METADATA)
+    os.chmod(work, 0o755)       # the upstream's worker reads the answer
+    with open(os.path.join(work, "answer.grpc"), "wb") as f:
+        f.write(grpc_answer())
+    up = Server("upstream", UPSTREAM_CONF, answer=ANSWER, metadata=METADATA,
+                grpc_port=free_port(), grpc_dir=work, port2=free_port())
     servers = {}
     try:
         for key, _, location in rows:
@@ -382,9 +440,12 @@ def main():
                              "load_module %s/ngx_http_lua_module.so;"
                              % (LUA_MODULES, LUA_MODULES))
             signed = (key == "signed")
+            passing = ("grpc_pass grpc://grpc_backend;" if key == "grpc"
+                       else PROXY_PASS)
             servers[key] = Server(key, CONF, main=main_conf, up=up.port,
-                                  location=location,
-                                  http=extra_http.get(key, ""),
+                                  location=location, upstream_pass=passing,
+                                  http=extra_http.get(key, "").replace(
+                                      "@GRPC@", str(up.subst["grpc_port"])),
                                   server=SIGNED_SERVER if signed else "")
 
         # warm up: every path once, and the answers are right
@@ -484,6 +545,12 @@ def main():
           % ("12 MB: $oip_digest's latency / the conversion's",
              (med["digested"] - med["binary"])
              / max(med["binary"] - med["plain"], 1e-9)))
+    # issue 15: the same conversion, then gRPC instead of HTTP/1.1
+    target("12 MB: latency, REST -> gRPC / REST -> REST binary",
+           med["grpc"] / med["binary"], 1.1, False)
+    print("  %-56s %6.2f  (no target)"
+          % ("12 MB: worker CPU, REST -> gRPC / REST -> REST binary",
+             med_cpu["grpc"] / max(med_cpu["binary"], 1)))
     if "peer" in med:
         # issue 14: 1/8 of what the peer adds (0.25 before)
         target("12 MB: latency added, binary / OpenResty peer's",
