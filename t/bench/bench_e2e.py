@@ -35,10 +35,12 @@ response at once, so that the gateway is what is measured):
 Measured:
     1 KB FP32 JSON requests with wrk (16 connections): requests/s and
     the 50th and 99th percentile latency of the median of ROUNDS (7)
-    runs of OIP_BENCH_SECONDS (3) each, contenders taking turns; the
-    ratio to proxy_pass is the median of the rounds' ratios (a round's
-    runs are close in time, the shared machine's moods are not); and
-    the gateway worker's CPU time per request over all runs;
+    rounds; in a round the contenders take turns there and back, each
+    twice for TURN (2) seconds, its figures the mean of the two
+    (a steady drift of the machine's speed then weighs the same on
+    all); the ratio to proxy_pass is the median of the rounds' ratios (a
+    round's runs are close in time, the shared machine's moods are not);
+    and the gateway worker's CPU time per request over all runs;
     a 12.7 MB FP32 JSON request, BIG_RUNS times each, contenders taking
     turns: the median latency, what it adds to plain proxy_pass, and the
     worker's peak RSS (VmHWM, reset before the runs).
@@ -93,7 +95,8 @@ def find_peer():
 
 PEER = find_peer()
 
-SECONDS = int(os.environ.get("OIP_BENCH_SECONDS", "3"))
+SECONDS = int(os.environ.get("OIP_BENCH_SECONDS", "3"))   # bench_mixed's runs
+TURN = 2                    # seconds: a contender's turn, twice a round
 ROUNDS = 7
 BIG_RUNS = 7
 BIG_SIZE = 12_700_000
@@ -455,13 +458,20 @@ def main():
 
         runs = {key: [] for key, _, _ in rows}
         cpu = {key: [0.0, 0] for key, _, _ in rows}
+        order = [key for key, _, _ in rows]
         for _ in range(ROUNDS):
-            for key, _, _ in rows:
+            # there and back: a drift of the machine's speed during the
+            # round weighs the same on every contender
+            got = {key: [] for key in order}
+            for key in order + order[::-1]:
                 c0 = servers[key].cpu()
-                r = wrk(servers[key].port, body[key], SECONDS)
+                r = wrk(servers[key].port, body[key], TURN)
                 cpu[key][0] += servers[key].cpu() - c0
                 cpu[key][1] += r[3]
-                runs[key].append(r[:3])
+                got[key].append(r[:3])
+            for key in order:
+                runs[key].append(tuple(statistics.mean(r[i] for r in got[key])
+                                       for i in range(3)))
 
         idle = {key: servers[key].status("VmRSS") for key, _, _ in rows}
         for key, _, _ in rows:
@@ -494,9 +504,9 @@ def main():
              for key, _, _ in rows}
     mb = len(big) / 1e6
 
-    print("end to end, 1 worker per gateway, wrk -t1 -c16, %d s x %d "
+    print("end to end, 1 worker per gateway, wrk -t1 -c16, 2 x %d s x %d "
           "rounds (median); %.1f MB FP32 JSON x %d (median)"
-          % (SECONDS, ROUNDS, mb, BIG_RUNS))
+          % (TURN, ROUNDS, mb, BIG_RUNS))
     print("%-28s | %10s %7s %8s %8s %7s | %9s %9s | %9s %9s %7s"
           % ("", "1 KB req/s", "ratio", "p50 ms", "p99 ms", "cpu us",
              "12 MB ms", "added ms", "idle MB", "peak MB", "/body"))
