@@ -37,10 +37,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from bench_e2e import (ANSWER, BIG_SIZE, CONF, METADATA, SECONDS, URI,
-                       UPSTREAM_CONF, WRK, Server, fp32_json, post_big,
-                       wrk_script)
-from oiptest import MODULE
+from bench_e2e import (ANSWER, BIG_SIZE, CONF, METADATA, PROXY_PASS,
+                       SECONDS, URI, UPSTREAM_CONF, WRK, Server, fp32_json,
+                       post_big, wrk_script)
+from oiptest import MODULE, free_port
 
 ROUNDS = int(os.environ.get("OIP_MIXED_ROUNDS", "3"))
 CONNECTIONS = 16
@@ -95,7 +95,9 @@ def main():
         f.write(fp32_json(1024, 1))
     big = fp32_json(BIG_SIZE, 2)
 
-    up = Server("upstream", UPSTREAM_CONF, answer=ANSWER, metadata=METADATA)
+    # its gRPC port is not asked here
+    up = Server("upstream", UPSTREAM_CONF, answer=ANSWER, metadata=METADATA,
+                grpc_port=free_port(), grpc_dir=work, port2=free_port())
     servers = {}
     runs = {key: [] for key, _, _, _ in ROWS}
     idle = {key: [] for key, _, _, _ in ROWS}
@@ -105,6 +107,7 @@ def main():
             servers[key] = Server(key, CONF2, up=up.port, location=location,
                                   main="load_module %s;\n%s"
                                   % (MODULE, main_conf),
+                                  upstream_pass=PROXY_PASS,
                                   http="", server="")
             post_big(servers[key].port, big)            # warm, and right
 

@@ -86,7 +86,11 @@ class Examples(unittest.TestCase):
                        ("oip_signature_fail maybe;", "invalid value"),
                        ("oip_signature_coerce perhaps;", "invalid value"),
                        ("oip_signature_optional :x;", "is not [MODEL:]INPUT"),
-                       ("oip_signature_optional m:;", "is not [MODEL:]INPUT")]:
+                       ("oip_signature_optional m:;", "is not [MODEL:]INPUT"),
+                       ("oip_upstream_header_carrier amazon;",
+                        "invalid value"),
+                       ("oip_upstream_protocol soap;", "invalid value"),
+                       ("oip_grpc_contents json;", "invalid value")]:
             with self.subTest(directive=d):
                 rc, err = nginx_t(self.conf(d))
                 self.assertNotEqual(rc, 0)
@@ -117,7 +121,8 @@ class Examples(unittest.TestCase):
     def test_good_values(self):
         rc, err = nginx_t(self.conf(
             "oip on; oip_upstream_inputs json; oip_max_json_size 1k; "
-            "oip_max_tensor_size 1g; oip_max_depth 100000;"))
+            "oip_max_tensor_size 1g; oip_max_depth 100000; "
+            "oip_upstream_header_carrier vertex;"))
         self.assertEqual(rc, 0, err)
 
 
