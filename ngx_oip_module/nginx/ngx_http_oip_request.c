@@ -58,7 +58,6 @@ static ngx_int_t ngx_http_oip_send_error(ngx_http_request_t *r,
 
 
 static ngx_str_t  ngx_http_oip_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
-static ngx_str_t  ngx_http_oip_type = ngx_string("Content-Type");
 static ngx_str_t  ngx_http_oip_encoding = ngx_string("Content-Encoding");
 
 
@@ -297,8 +296,16 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
                                &ihcl);
     (void) ngx_http_oip_header(&r->headers_in.headers,
                                &ngx_http_oip_encoding, &encoding);
-    (void) ngx_http_oip_header(&r->headers_in.headers, &ngx_http_oip_type,
-                               &type);
+
+    /* nginx has found it already: no walk of the list for it */
+
+    ngx_memzero(&type, sizeof(oip_header_t));
+
+    if (r->headers_in.content_type) {
+        type.data = r->headers_in.content_type->value.data;
+        type.len = r->headers_in.content_type->value.len;
+        type.count = 1;
+    }
 
     if (oip_request_framing(&res, &framing, &ihcl, &encoding, &type) != 0) {
         return ngx_http_oip_fail(r, ctx, res.status, res.error);
