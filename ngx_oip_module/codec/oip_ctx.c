@@ -14,7 +14,11 @@
 #include "oip_ctx.h"
 
 
-/* the first room an array gets: a few elements, about 256 bytes */
+/*
+ * The first room an array gets: about 256 bytes, one element at least
+ * (most requests have one input, and an item is larger than that);
+ * then OIP_GROW_MIN elements at least, then twice as many each time.
+ */
 #define OIP_GROW_BYTES       256
 #define OIP_GROW_MIN         4
 
@@ -69,7 +73,8 @@ oip_grow(oip_ctx_t *c, void *elts, size_t n, size_t *cap, size_t size)
     size_t    want;
     uint8_t  *p;
 
-    want = *cap ? *cap * 2 : oip_max(OIP_GROW_BYTES / size, OIP_GROW_MIN);
+    want = *cap ? oip_max(*cap * 2, OIP_GROW_MIN)
+                : oip_max(OIP_GROW_BYTES / size, 1);
 
     p = oip_alloc(c, want * size);
     if (p == NULL) {
