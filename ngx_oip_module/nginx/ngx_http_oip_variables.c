@@ -31,6 +31,7 @@ static ngx_int_t ngx_http_oip_var_form(ngx_http_request_t *r,
 static ngx_int_t ngx_http_oip_var_convert_time(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_http_oip_ctx_t *ngx_http_oip_var_ctx(ngx_http_request_t *r);
+static u_char *ngx_http_oip_var_decimal(u_char *p, uint64_t n, size_t width);
 static void ngx_http_oip_var_str(ngx_http_variable_value_t *v, u_char *data,
     size_t len);
 
@@ -202,7 +203,7 @@ ngx_http_oip_var_count(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         return NGX_ERROR;
     }
 
-    ngx_http_oip_var_str(v, p, ngx_sprintf(p, "%uL", n) - p);
+    ngx_http_oip_var_str(v, p, ngx_http_oip_var_decimal(p, n, 1) - p);
 
     return NGX_OK;
 }
@@ -238,7 +239,7 @@ static ngx_int_t
 ngx_http_oip_var_convert_time(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
-    u_char              *p;
+    u_char              *p, *q;
     uint64_t             ms;
     ngx_http_oip_ctx_t  *ctx;
 
@@ -256,8 +257,11 @@ ngx_http_oip_var_convert_time(ngx_http_request_t *r,
 
     ms = (ctx->request_usec + ctx->answer_usec + 500) / 1000;
 
-    ngx_http_oip_var_str(v, p, ngx_sprintf(p, "%uL.%03uL", ms / 1000,
-                                           ms % 1000) - p);
+    q = ngx_http_oip_var_decimal(p, ms / 1000, 1);
+    *q++ = '.';
+    q = ngx_http_oip_var_decimal(q, ms % 1000, 3);
+
+    ngx_http_oip_var_str(v, p, q - p);
 
     return NGX_OK;
 }
@@ -267,6 +271,27 @@ static ngx_http_oip_ctx_t *
 ngx_http_oip_var_ctx(ngx_http_request_t *r)
 {
     return ngx_http_oip_get_ctx(r->main);
+}
+
+
+/*
+ * n in decimal, at least width digits: ngx_sprintf() parses its format
+ * on every call, which costs an access log line more than the numbers.
+ */
+
+static u_char *
+ngx_http_oip_var_decimal(u_char *p, uint64_t n, size_t width)
+{
+    u_char  *q, tmp[NGX_INT64_LEN];
+
+    q = tmp + NGX_INT64_LEN;
+
+    do {
+        *--q = (u_char) ('0' + n % 10);
+        n /= 10;
+    } while (n || (size_t) (tmp + NGX_INT64_LEN - q) < width);
+
+    return ngx_cpymem(p, q, tmp + NGX_INT64_LEN - q);
 }
 
 
