@@ -282,16 +282,23 @@ ngx_http_oip_var_ctx(ngx_http_request_t *r)
 static u_char *
 ngx_http_oip_var_decimal(u_char *p, uint64_t n, size_t width)
 {
-    u_char  *q, tmp[NGX_INT64_LEN];
+    u_char    *q, *end;
+    size_t     len;
+    uint64_t   m;
 
-    q = tmp + NGX_INT64_LEN;
+    /* the digits counted, then written in place from the last */
 
-    do {
+    for (len = 1, m = n; m >= 10; m /= 10) {
+        len++;
+    }
+
+    end = p + ngx_max(len, width);
+
+    for (q = end; q > p; n /= 10) {
         *--q = (u_char) ('0' + n % 10);
-        n /= 10;
-    } while (n || (size_t) (tmp + NGX_INT64_LEN - q) < width);
+    }
 
-    return ngx_cpymem(p, q, tmp + NGX_INT64_LEN - q);
+    return end;
 }
 
 
