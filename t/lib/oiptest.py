@@ -324,7 +324,8 @@ class Nginx:
                     pass
                 if time.time() > deadline:
                     sys.stderr.write("nginx (%s) did not stop on SIGQUIT: "
-                                     "killed\n" % self.dir)
+                                     "killed; where it was:\n%s"
+                                     % (self.dir, self.where()))
                     self.proc.kill()
                     self.proc.wait()
                     break
@@ -335,6 +336,30 @@ class Nginx:
         if not bad:
             shutil.rmtree(self.dir, ignore_errors=True)
         return bad
+
+    def where(self):
+        """What each of its threads waits in: state, wait channel and
+        system call (number and arguments), for a process that will not
+        stop."""
+        out = []
+        base = "/proc/%d/task" % self.proc.pid
+        try:
+            tasks = sorted(os.listdir(base), key=int)
+        except OSError:
+            return "  (gone)\n"
+        for tid in tasks:
+            info = []
+            for name in ("stat", "wchan", "syscall"):
+                try:
+                    with open(os.path.join(base, tid, name)) as f:
+                        text = f.read().strip()
+                except OSError:
+                    text = "?"
+                if name == "stat":
+                    text = text.rsplit(")", 1)[-1].split()[0]
+                info.append("%s=%s" % (name, text))
+            out.append("  task %s: %s\n" % (tid, " ".join(info)))
+        return "".join(out)
 
     def request(self, method, path, body=None, headers=None, h2=False,
                 timeout=30):
