@@ -82,6 +82,10 @@ class Metrics(GatewayTestCase):
             proxy_cache_methods POST;
             proxy_cache_key "$proxy_host$oip_digest";
             proxy_cache_valid 200 10m;
+            # as docs/operations.md has it; and the next request, on the
+            # other worker, may look before the first has stored its
+            # answer: it waits for it instead of missing too
+            proxy_cache_lock on;
             proxy_no_cache $oip_nocache;
             proxy_cache_bypass $oip_nocache;
             proxy_pass http://127.0.0.1:{rt}/;
