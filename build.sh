@@ -45,7 +45,7 @@ MAKE_T=(make -s -j2 -f "$ROOT/t/Makefile")
 # what building and testing need, as Debian packages
 PKGS_BUILD=(nginx nginx-dev gcc make libc6-dev zlib1g-dev libssl-dev
             libpcre2-dev binutils)
-PKGS_TEST=(python3 curl perl valgrind wrk clang-14 libclang-rt-14-dev
+PKGS_TEST=(python3 curl perl valgrind wrk clang-14 libclang-rt-14-dev locales
            python3-prometheus-client prometheus python3-yaml
            python3-grpcio python3-protobuf protobuf-compiler
            protobuf-compiler-grpc)
@@ -148,10 +148,26 @@ do_build_asan() {
     mv -f "$BUILD/nginx-asan.so" "$BUILD/asan/ngx_http_oip_module.so"
 }
 
+# a locale whose radix character is a comma, for the reentrancy test:
+# made here (localedef, from Debian's locales data), not in the system's
+LOCALE_DIR="$BUILD/locale"
+
+make_locale() {
+    [ -f "$LOCALE_DIR/de_DE.UTF-8/LC_NUMERIC" ] && return 0
+    mkdir -p "$LOCALE_DIR"
+    # it exits 1 on mere warnings: what it wrote is what counts
+    localedef -i de_DE -f UTF-8 "$LOCALE_DIR/de_DE.UTF-8" || true
+    [ -f "$LOCALE_DIR/de_DE.UTF-8/LC_NUMERIC" ] \
+        || { say "localedef could not make de_DE.UTF-8"; exit 1; }
+}
+
 do_unit() {
-    phase "unit tests (codec, ASan+UBSan) and the build's shape"
-    "${MAKE_T[@]}" unit
-    prove -e '' "$BUILD"/unit/test_* "$ROOT/t/unit/test_layout.sh"
+    phase "unit tests (codec, ASan+UBSan; reentrancy, TSan) and the build's \
+shape"
+    "${MAKE_T[@]}" unit tsan
+    make_locale
+    LOCPATH="$LOCALE_DIR" prove -e '' "$BUILD"/unit/test_* \
+        "$BUILD"/tsan/test_* "$ROOT/t/unit/test_layout.sh"
 }
 
 # run_py LABEL FILES...: Python test files, in the environment the caller

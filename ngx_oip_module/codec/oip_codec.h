@@ -342,7 +342,7 @@ typedef enum {
     OIP_RPC_MODEL_INFER
 } oip_rpc_e;
 
-extern const char  *oip_grpc_paths[];
+extern const char  *const oip_grpc_paths[];
 
 typedef struct {
     const uint8_t         *model;         /* from the URI */

@@ -53,7 +53,7 @@ static const unsigned  oip_grpc_typed_field[] = {
 };
 
 
-const char  *oip_grpc_paths[] = {
+const char  *const oip_grpc_paths[] = {
     "/inference.GRPCInferenceService/ServerLive",
     "/inference.GRPCInferenceService/ServerReady",
     "/inference.GRPCInferenceService/ModelReady",

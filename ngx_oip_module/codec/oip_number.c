@@ -9,8 +9,9 @@
  *
  * Reading is Clinger's fast path, then Eisel and Lemire's algorithm
  * ("Number parsing at a gigabyte per second", 2021; with 19 digits or
- * fewer it needs no fallback: Mushtak and Lemire, 2023), then strtod in
- * the C locale for the rare long input it cannot decide.  Printing is
+ * fewer it needs no fallback: Mushtak and Lemire, 2023), then strtod for
+ * the rare long input it cannot decide, given digits and an exponent
+ * without a radix character, which every locale reads alike.  Printing is
  * Giulietti's Schubfach ("The Schubfach way to render doubles", 2020).
  * The tables of powers come from oip_tables.py.
  */
@@ -20,7 +21,6 @@
 #define _GNU_SOURCE
 #endif
 
-#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,9 +102,6 @@ static const oip_fmt_t  oip_fmt32 = { 23, -127, 0xff, -64, 38, -17, 10 };
 static void oip_dec_make(const oip_num_t *n, oip_dec_t *d);
 static int oip_num_exact(const oip_num_t *n, oip_dec_t *d, double *x);
 static int oip_num_text(const oip_num_t *n, char *buf, size_t size);
-static locale_t oip_c_locale(void);
-static double oip_strtod(const char *s);
-static float oip_strtof(const char *s);
 static uint64_t oip_eisel_lemire(const oip_fmt_t *f, uint64_t w, int64_t q);
 static int oip_decide(const oip_fmt_t *f, const oip_dec_t *d,
     uint64_t *bits);
@@ -209,8 +206,11 @@ oip_dec_make(const oip_num_t *n, oip_dec_t *d)
 
 
 /*
- * The number as "0.DDDDe±X" for strtod: at most OIP_DIGITS_MAX digits
- * and a sticky 1 if anything nonzero was cut, which keeps the rounding.
+ * The number as "DDDDe±X" for strtod: at most OIP_DIGITS_MAX digits and
+ * a sticky 1 if anything nonzero was cut, which keeps the rounding.  No
+ * radix character: strtod() reads it by LC_NUMERIC, which a host process
+ * may have set, and a locale of the codec's own would be process-wide
+ * state, created once and shared by the threads of oip_thread_pool.
  */
 
 static int
@@ -226,9 +226,6 @@ oip_num_text(const oip_num_t *n, char *buf, size_t size)
     sticky = 0;
     point = 0;
 
-    buf[nd++] = '0';
-    buf[nd++] = '.';
-
     for (p = n->digits, end = p + n->ndigits; p < end; p++) {
         if (!seen && *p == '0') {
             continue;
@@ -237,7 +234,7 @@ oip_num_text(const oip_num_t *n, char *buf, size_t size)
         seen = 1;
         point++;
 
-        if (nd < OIP_DIGITS_MAX + 2) {
+        if (nd < OIP_DIGITS_MAX) {
             buf[nd++] = *p;
 
         } else {
@@ -253,7 +250,7 @@ oip_num_text(const oip_num_t *n, char *buf, size_t size)
 
         seen = 1;
 
-        if (nd < OIP_DIGITS_MAX + 2) {
+        if (nd < OIP_DIGITS_MAX) {
             buf[nd++] = *p;
 
         } else {
@@ -269,46 +266,12 @@ oip_num_text(const oip_num_t *n, char *buf, size_t size)
         buf[nd++] = '1';
     }
 
-    snprintf(buf + nd, size - nd, "e%lld", (long long) (point + n->exp));
+    /* 0.DDDD * 10^(point + exp), with the point moved past the digits */
+
+    snprintf(buf + nd, size - nd, "e%lld",
+             (long long) (point + n->exp - (int64_t) nd));
 
     return 0;
-}
-
-
-static locale_t
-oip_c_locale(void)
-{
-    static locale_t  loc;
-
-    /* strtod() obeys LC_NUMERIC; a host process may have set it */
-
-    if (loc == (locale_t) 0) {
-        loc = newlocale(LC_ALL_MASK, "C", (locale_t) 0);
-    }
-
-    return loc;
-}
-
-
-static double
-oip_strtod(const char *s)
-{
-    locale_t  loc;
-
-    loc = oip_c_locale();
-
-    return loc ? strtod_l(s, NULL, loc) : strtod(s, NULL);
-}
-
-
-static float
-oip_strtof(const char *s)
-{
-    locale_t  loc;
-
-    loc = oip_c_locale();
-
-    return loc ? strtof_l(s, NULL, loc) : strtof(s, NULL);
 }
 
 
@@ -489,7 +452,7 @@ oip_num_double(const oip_num_t *n, double *v)
         x = 0.0;
 
     } else {
-        x = fabs(oip_strtod(buf));
+        x = fabs(strtod(buf, NULL));
     }
 
     *v = n->neg ? -x : x;
@@ -525,7 +488,7 @@ oip_num_float(const oip_num_t *n, float *v)
         x = 0.0f;
 
     } else {
-        x = fabsf(oip_strtof(buf));
+        x = fabsf(strtof(buf, NULL));
     }
 
     *v = n->neg ? -x : x;
