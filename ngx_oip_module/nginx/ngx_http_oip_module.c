@@ -23,6 +23,8 @@ static char *ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static ngx_int_t ngx_http_oip_init(ngx_conf_t *cf);
 static void ngx_http_oip_cleanup(void *data);
+static ngx_int_t ngx_http_oip_loosen(ngx_pool_t *pool, ngx_str_t *path,
+    ngx_str_t *loose);
 static void *ngx_http_oip_alloc(void *data, size_t size);
 static void ngx_http_oip_free(void *data, void *p);
 
@@ -527,6 +529,110 @@ ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model, ngx_str_t *version)
     static ngx_str_t  infer = ngx_string("/infer");
 
     return ngx_http_oip_model_uri(uri, &infer, model, version);
+}
+
+
+/*
+ * A POST that nginx does not read as an infer URI, but that a runtime
+ * reading paths more loosely would: a slash too many ("…/infer/", also
+ * "infer%2F" decoded, or "//" with merge_slashes off), or an infer path
+ * only while its escapes stay undecoded ("…/models/a%2Fb/infer", which
+ * nginx reads as "…/models/a/b/infer"; the raw path only while it is
+ * the URI's, not after a rewrite).  Passed on, it would reach such a
+ * runtime unchecked: NGX_OK with the client's message in msg, and the
+ * model and version it names.  NGX_DECLINED: no infer path at all.
+ */
+
+ngx_int_t
+ngx_http_oip_infer_alias(ngx_http_request_t *r, ngx_str_t *model,
+    ngx_str_t *version, ngx_str_t *msg)
+{
+    u_char     *p;
+    ngx_str_t   raw, loose_uri, loose_raw, m, v, *path;
+    ngx_uint_t  uri_is, raw_is;
+
+    raw = r->unparsed_uri;
+
+    p = ngx_strlchr(raw.data, raw.data + raw.len, '?');
+    if (p) {
+        raw.len = p - raw.data;
+    }
+
+    if (ngx_http_oip_loosen(r->pool, &r->uri, &loose_uri) != NGX_OK
+        || ngx_http_oip_loosen(r->pool, &raw, &loose_raw) != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    uri_is = (ngx_http_oip_infer_uri(&loose_uri, model, version) == NGX_OK);
+    raw_is = (ngx_http_oip_infer_uri(&loose_raw, &m, &v) == NGX_OK);
+
+    if (!uri_is && !(raw_is && r->valid_unparsed_uri)) {
+        return NGX_DECLINED;
+    }
+
+    msg->data = ngx_pnalloc(r->pool, 160 + 2 * raw.len + r->uri.len);
+    if (msg->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (uri_is) {
+        /* the client's own path, when a rewrite has not hidden it */
+
+        path = raw_is ? &loose_raw : &loose_uri;
+
+        p = ngx_sprintf(msg->data, "not found: \"%V\" is not an infer path, "
+                        "it has a slash too many; the infer path is \"%V\"",
+                        &raw, path);
+
+    } else {
+        *model = m;
+        *version = v;
+        path = &loose_raw;
+
+        p = ngx_sprintf(msg->data, "not found: \"%V\" is an infer path only "
+                        "while its escapes stay undecoded; decoded, it is "
+                        "\"%V\", which is not one", &raw, &r->uri);
+    }
+
+    msg->len = p - msg->data;
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: \"%V\" stands for the infer path \"%V\"",
+                   &raw, path);
+
+    return NGX_OK;
+}
+
+
+/* a path with runs of slashes as one, and none at its end */
+
+static ngx_int_t
+ngx_http_oip_loosen(ngx_pool_t *pool, ngx_str_t *path, ngx_str_t *loose)
+{
+    u_char  *p, *q, *end;
+
+    loose->data = ngx_pnalloc(pool, path->len + 1);
+    if (loose->data == NULL) {
+        return NGX_ERROR;
+    }
+
+    q = loose->data;
+    end = path->data + path->len;
+
+    for (p = path->data; p < end; p++) {
+        if (*p != '/' || q == loose->data || q[-1] != '/') {
+            *q++ = *p;
+        }
+    }
+
+    while (q > loose->data + 1 && q[-1] == '/') {
+        q--;
+    }
+
+    loose->len = q - loose->data;
+
+    return NGX_OK;
 }
 
 

@@ -196,6 +196,8 @@ ngx_int_t ngx_http_oip_infer_uri(ngx_str_t *uri, ngx_str_t *model,
     ngx_str_t *version);
 ngx_int_t ngx_http_oip_model_uri(ngx_str_t *uri, ngx_str_t *suffix,
     ngx_str_t *model, ngx_str_t *version);
+ngx_int_t ngx_http_oip_infer_alias(ngx_http_request_t *r, ngx_str_t *model,
+    ngx_str_t *version, ngx_str_t *msg);
 void ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt);
 ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_uint_t status, const char *msg);

@@ -53,6 +53,7 @@ static ngx_int_t ngx_http_oip_carrier(ngx_http_request_t *r,
     oip_result_t *res, ngx_list_t *list, ngx_str_t *type);
 static ngx_uint_t ngx_http_oip_dropped(ngx_table_elt_t *h,
     ngx_uint_t what);
+static ngx_int_t ngx_http_oip_alias(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_send_error(ngx_http_request_t *r,
     ngx_uint_t status, ngx_str_t *msg);
 
@@ -127,9 +128,15 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
             }
 
             if (rc == NGX_HTTP_NOT_FOUND) {
+                rc = ngx_http_oip_alias(r);
+
+                if (rc != NGX_DECLINED) {
+                    return rc;
+                }
+
                 ngx_str_set(&msg, "not found: not a path of the protocol "
                                   "this gateway translates to gRPC");
-                return ngx_http_oip_send_error(r, rc, &msg);
+                return ngx_http_oip_send_error(r, NGX_HTTP_NOT_FOUND, &msg);
             }
 
         } else if (r->method != NGX_HTTP_POST) {
@@ -137,6 +144,14 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
 
         } else {
             rc = ngx_http_oip_infer_uri(&r->uri, &model, &version);
+
+            if (rc != NGX_OK) {
+                rc = ngx_http_oip_alias(r);
+
+                if (rc != NGX_DECLINED) {
+                    return rc;
+                }
+            }
         }
 
         if (rc != NGX_OK) {
@@ -206,6 +221,45 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
                    "oip: request refused with %i", status);
 
     return ngx_http_oip_send_error(r, status, &ctx->error);
+}
+
+
+/*
+ * A POST whose path stands for an infer path without being one to nginx
+ * (ngx_http_oip_infer_alias()) is refused with a 404 naming the path: a
+ * runtime that reads paths loosely would serve it unchecked.
+ */
+
+static ngx_int_t
+ngx_http_oip_alias(ngx_http_request_t *r)
+{
+    ngx_int_t            rc;
+    ngx_str_t            model, version, msg;
+    ngx_http_oip_ctx_t  *ctx;
+
+    if (r->method != NGX_HTTP_POST) {
+        return NGX_DECLINED;
+    }
+
+    rc = ngx_http_oip_infer_alias(r, &model, &version, &msg);
+
+    if (rc != NGX_OK) {
+        return (rc == NGX_DECLINED) ? rc : NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx = ngx_http_oip_create_ctx(r);
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    /* counted and logged as the model's refused request; sent once */
+
+    ctx->model = model;
+    ctx->version = version;
+    ctx->error = msg;
+    ctx->status = NGX_DECLINED;
+
+    return ngx_http_oip_send_error(r, NGX_HTTP_NOT_FOUND, &msg);
 }
 
 

@@ -367,6 +367,15 @@ class Grpc(GatewayTestCase):
             "GET", "/v2/models/simple/infer"), 405)
         self.assertJSONError(self.ngx.request("GET", "/v2/repository/index"),
                              404, "gRPC")
+        # an infer path with a slash too many is named, not translated;
+        # behind a rewrite, the path the client sent is the one named
+        for path, canonical in [
+                ("/v2/models/simple/infer/", "/v2/models/simple/infer"),
+                ("/typed/v2/models/simple/infer/",
+                 "/typed/v2/models/simple/infer")]:
+            with self.subTest(path=path):
+                self.assertJSONError(self.ngx.post(path, b"{}"), 404,
+                                     'the infer path is "%s"' % canonical)
 
     def test_not_ready_is_503(self):
         self.rt.hook("PUT", "/_test/health", {"ready": False})

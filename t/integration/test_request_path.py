@@ -6,6 +6,7 @@
 exact bytes the binary extension prescribes, keep mode, the example
 runtime behind the gateway, body framings, redirects, untouched paths."""
 
+import http.client
 import json
 import os
 import socket
@@ -15,8 +16,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import (GatewayTestCase, IHCL, binary_body, run_tests,
-                     split_binary)
+from oiptest import (GatewayTestCase, IHCL, binary_body, free_port,
+                     run_tests, split_binary)
 from tensors import CASES, bits, dumps, pack
 
 
@@ -26,6 +27,7 @@ class RequestPath(GatewayTestCase):
     def setUpGateway(cls):
         cls.rec = cls.start_recorder()
         cls.rt = cls.start_runtime("triton")
+        cls.unmerged = free_port()
         cls.mls = cls.start_runtime("mlserver")
         cls.ngx = cls.start_nginx("""
             client_max_body_size 64m;
@@ -91,7 +93,23 @@ class RequestPath(GatewayTestCase):
                 oip_upstream_inputs json;
                 proxy_pass http://127.0.0.1:{mls}/;
             }}
-        """, rec=cls.rec.port, rt=cls.rt.port, mls=cls.mls.port)
+            location /legacy/ {{
+                # an infer path the operator rewrites to a legacy API
+                oip on;
+                rewrite ^/legacy/v2/models/([^/]+)/infer$ /predict/$1 break;
+                proxy_pass http://127.0.0.1:{rec};
+            }}
+        """, http="""
+    server {{
+        listen 127.0.0.1:{unmerged};
+        merge_slashes off;
+        location / {{
+            oip on;
+            proxy_pass http://127.0.0.1:{rec};
+        }}
+    }}
+""", rec=cls.rec.port, rt=cls.rt.port, mls=cls.mls.port,
+            unmerged=cls.unmerged)
 
     def setUp(self):
         self.rec.clear()
@@ -435,6 +453,75 @@ class RequestPath(GatewayTestCase):
                 resp = self.ngx.post(path, junk)
                 self.assertJSONError(resp, 400, "'inputs' must not be empty")
                 self.assertIsNone(self.rec.last())
+
+    def test_infer_path_lookalikes_are_refused(self):
+        """A POST that is an infer path but for a slash too many, or only
+        while its escapes stay undecoded, would reach a runtime that reads
+        paths loosely unchecked: a JSON 404 naming the infer path."""
+        junk = b'{"inputs": not json at all'
+        slash = "it has a slash too many; the infer path is "
+        for path, says in [
+                ("/v2/models/m/infer/", slash + '"/v2/models/m/infer"'),
+                ("/v2/models/m/infer//", slash + '"/v2/models/m/infer"'),
+                ("/v2/models/m/versions/2/infer/",
+                 slash + '"/v2/models/m/versions/2/infer"'),
+                ("/v2/models/m/infer%2F", slash + '"/v2/models/m/infer"'),
+                ("/v2/models/m/infer%2f?x=1", slash),
+                ("/keep/v2/models/m/infer/",
+                 slash + '"/keep/v2/models/m/infer"'),
+                ("/v2/models/a%2Fb/infer",
+                 '"/v2/models/a%2Fb/infer" is an infer path only while its '
+                 'escapes stay undecoded; decoded, it is '
+                 '"/v2/models/a/b/infer"'),
+                ("/v2/models/m/versions/1%2Fx/infer/", "undecoded")]:
+            with self.subTest(path=path):
+                self.rec.clear()
+                self.assertJSONError(self.ngx.post(path, junk), 404, says)
+                self.assertIsNone(self.rec.last())
+
+        # merge_slashes off: "//" reaches the module as it came
+        for path in ("/v2//models/m/infer", "/v2/models//m/infer"):
+            with self.subTest(path=path):
+                self.rec.clear()
+                self.assertJSONError(self.post_to(self.unmerged, path, junk),
+                                     404, slash + '"/v2/models/m/infer"')
+                self.assertIsNone(self.rec.last())
+
+        # not POST, oip off, or a rewrite the operator made: passed on
+        for method, path, body in [
+                ("GET", "/v2/models/m/infer/", None),
+                ("PUT", "/v2/models/m/infer/", junk),
+                ("POST", "/off/v2/models/m/infer/", junk),
+                ("POST", "/legacy/v2/models/m/infer", junk)]:
+            with self.subTest(method=method, path=path):
+                self.rec.clear()
+                st, _, out = self.ngx.request(method, path, body)
+                self.assertEqual(st, 200, out)
+                self.assertIsNotNone(self.rec.last())
+
+    @staticmethod
+    def post_to(port, path, body):
+        """(status, headers, body) of a POST to another port"""
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+        try:
+            conn.request("POST", path, body)
+            r = conn.getresponse()
+            return (r.status, {k.lower(): v for k, v in r.getheaders()},
+                    r.read())
+        finally:
+            conn.close()
+
+    def test_runtime_answers_lookalikes_as_triton(self):
+        """The example runtime's Triton matches its routes on the raw
+        path: "…/infer/" is a 404 {"error": "Not Found"}, not an infer;
+        MLServer's FastAPI redirects it."""
+        self.assertJSONError(self.post_to(
+            self.rt.port, "/v2/models/simple/infer/", b"{}"), 404,
+            "Not Found")
+        st, h, body = self.post_to(self.mls.port, "/v2/models/m/infer/?a=1",
+                                   b"{}")
+        self.assertEqual((st, body), (307, b""))
+        self.assertTrue(h["location"].endswith("/v2/models/m/infer?a=1"))
 
     def test_upstream_answer_passes_through(self):
         self.rec.answer = (503, {"Content-Type": "application/json"},

@@ -1130,11 +1130,42 @@ class Handler(BaseHTTPRequestHandler):
 
     do_DELETE = do_PUT
 
+    def loose_infer(self):
+        """An infer path with a slash too many ("…/infer/", "//"), as
+        each family answers it; None when the path is exact.  Triton
+        matches its routes on the raw path with RE2::FullMatch: 404 "Not
+        Found"; OVMS finds no route: 400 "Invalid request URL"; FastAPI
+        (KServe, MLServer) redirects to the path without the slash
+        (Starlette's redirect_slashes): a 307 with an empty body.  True
+        once answered."""
+        path, _, query = self.path.partition("?")
+        if "//" not in path and not path.endswith("/"):
+            return False
+        exact = "/" + "/".join(p for p in path.split("/") if p)
+        if not re.fullmatch(r"/v2/models/[^/]+(/versions/[^/]+)?/infer",
+                            exact):
+            return False
+        family = self.server.runtime.family
+        if family == "triton":
+            self.error(404, "Not Found")
+        elif family == "openvino":
+            self.error(400, "Invalid request URL")
+        elif "//" in path:
+            # Starlette's router matches no route and redirects nothing
+            self.json_reply(404, {"detail": "Not Found"})
+        else:
+            host = self.headers.get("Host", "127.0.0.1")
+            self.reply(307, b"", {"location": "http://%s%s%s" % (
+                host, path.rstrip("/"), "?" + query if query else "")})
+        return True
+
     def do_POST(self):
         body = self.read_body()
         if self.path.startswith("/_test/"):
             return self.test_hook(body)
         runtime = self.server.runtime
+        if self.loose_infer():
+            return
         model, tail, version = self.route()
         if model in (None, "server") or tail != ["infer"]:
             return self.error(404, "Not Found")
