@@ -506,8 +506,24 @@ ngx_http_oip_metrics_reason(ngx_http_oip_ctx_t *ctx, ngx_uint_t status)
     ngx_str_t  *e;
 
     if (ctx == NULL || ctx->error.len == 0) {
-        /* refused before the body: limit_req, limit_conn; or a size */
-        return (status == NGX_HTTP_REQUEST_ENTITY_TOO_LARGE) ? 3 : 7;
+
+        /*
+         * refused by nginx, without an error of the module's: a size; the
+         * statuses limit_req and limit_conn answer (429, as recommended,
+         * or their default 503); anything else (a body that timed out,
+         * 408; one nginx could not parse, 400; a client gone, 499) is not
+         * a limit
+         */
+
+        switch (status) {
+        case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
+            return 3;
+        case NGX_HTTP_TOO_MANY_REQUESTS:
+        case NGX_HTTP_SERVICE_UNAVAILABLE:
+            return 7;
+        default:
+            return 6;
+        }
     }
 
     if (ctx->misfit || ctx->sig_refused) {

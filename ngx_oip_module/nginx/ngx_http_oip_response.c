@@ -69,7 +69,8 @@ static ngx_str_t  ngx_http_oip_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
 /*
  * The answer is being converted in a thread: the request may not end.
  * r->buffered has four bits, nginx's filters take three (SSI, sub, copy);
- * the fourth is the image filter's, which never sees an inference answer.
+ * no module of nginx's sets the fourth (the image filter's 0x08 is a bit
+ * of c->buffered, the connection's).
  */
 #define NGX_HTTP_OIP_BUFFERED   0x08
 
@@ -325,9 +326,6 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
     switch (r->err_status) {
     case NGX_HTTP_BAD_REQUEST:
         msg = "the request could not be read";
-        break;
-    case NGX_HTTP_REQUEST_TIME_OUT:
-        msg = "the request body did not arrive in time";
         break;
     case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
         msg = "the request body exceeds client_max_body_size";
