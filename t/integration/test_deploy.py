@@ -37,7 +37,7 @@ import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from oiptest import (MODULE, ROOT, GatewayTestCase, Nginx, free_port,
-                     run_tests)
+                     run_tests, wait_for)
 from test_examples import nginx_t
 
 DEPLOY = os.path.join(ROOT, "docs", "deploy")
@@ -424,9 +424,12 @@ class Run(GatewayTestCase):
             get = c[kind]["httpGet"]
             self.assertTrue(self.probe(
                 ports[port_number(c, get["port"])], get["path"]), kind)
-        # Prometheus, on the image's port
-        self.assertIn(b'oip_requests_total{model="identity"',
-                      self.get(ngx.admin, "/metrics")[1])
+        # Prometheus, on the image's port; the infer above is counted in
+        # its log phase, after its answer, by whichever worker had it
+        want = b'oip_requests_total{model="identity"'
+        self.assertIn(want, wait_for(lambda: self.get(ngx.admin,
+                                                      "/metrics")[1],
+                                     lambda body: want in body))
 
     def test_sidecar(self):
         objs = manifests()["sidecar.yaml"]

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,7 +21,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import SINGLE, SLOW, GatewayTestCase, run_tests
+from oiptest import SINGLE, SLOW, GatewayTestCase, run_tests, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 
 GOOD = {"inputs": [{"name": "INPUT0", "datatype": "INT32", "shape": [1, 16],
@@ -93,6 +94,11 @@ class Metrics(GatewayTestCase):
         location /off/ {{
             proxy_pass http://127.0.0.1:{rt}/;
         }}
+        location /slow/ {{
+            oip on;
+            client_body_timeout 1s;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
         location = /metrics {{
             oip_metrics;
         }}
@@ -123,6 +129,23 @@ class Metrics(GatewayTestCase):
     def value(self, samples, name, **labels):
         return samples.get((name,) + tuple(sorted(labels.items())), 0)
 
+    @staticmethod
+    def total(samples, name="oip_requests_total"):
+        return sum(v for k, v in samples.items() if k[0] == name)
+
+    def setUp(self):
+        # what the class's earlier tests counted (each waited for its own)
+        self.base = self.total(self.scrape()[1])
+
+    def scrape_counted(self, n):
+        """The scrape once the test's n infer requests are counted.  A
+        request is counted in its log phase, after its answer is sent: the
+        client may scrape, through the other worker, before that."""
+        n += self.base
+        fams, m = wait_for(self.scrape, lambda fm: self.total(fm[1]) >= n)
+        self.assertEqual(self.total(m), n, m)
+        return fams, m
+
     def parallel(self, n, fn):
         threads = [threading.Thread(target=fn) for _ in range(n)]
         for t in threads:
@@ -142,7 +165,8 @@ class Metrics(GatewayTestCase):
                                       BROKEN))
         for _ in range(4):
             post("/off/v2/models/simple/infer", json.dumps(GOOD))
-        fams, m = self.scrape()
+        # 20 + 7 + 5 + 3: /off/ has no oip, it is not counted
+        fams, m = self.scrape_counted(35)
 
         self.assertEqual(fams["oip_requests"], "counter")
         self.assertEqual(fams["oip_conversion_seconds"], "histogram")
@@ -174,7 +198,7 @@ class Metrics(GatewayTestCase):
         doc = json.dumps(GOOD)
         self.ngx.post("/limited/v2/models/simple/infer", doc)
         self.ngx.post("/limited/v2/models/simple/infer", doc)
-        _, m = self.scrape()
+        _, m = self.scrape_counted(2)
         self.assertGreaterEqual(self.value(m, "oip_rejections_total",
                                            model="simple",
                                            reason="limited"), 1)
@@ -184,11 +208,34 @@ class Metrics(GatewayTestCase):
                                 1)
 
 
+    def test_refused_by_nginx_and_lookalikes(self):
+        """A body that stops arriving is closed on without an answer, and
+        counted as a 408 refused for no limit; a look-alike of an infer
+        path is the model's 404."""
+        s = socket.create_connection(("127.0.0.1", self.ngx.port))
+        s.settimeout(30 * SLOW)
+        s.sendall(b"POST /slow/v2/models/simple/infer HTTP/1.1\r\n"
+                  b"Host: x\r\nContent-Length: 100\r\n\r\n{\"inputs\"")
+        self.assertEqual(s.recv(1000), b"")     # closed, nothing said
+        s.close()
+        st, _, body = self.ngx.post("/keep/v2/models/simple/infer/",
+                                    json.dumps(GOOD))
+        self.assertEqual(st, 404, body)
+        _, m = self.scrape_counted(2)
+        for code in ("408", "404"):
+            self.assertEqual(self.value(m, "oip_requests_total",
+                                        model="simple", outcome="rejected",
+                                        code=code), 1, code)
+        self.assertEqual(self.value(m, "oip_rejections_total",
+                                    model="simple", reason="other"), 2)
+
+
 class Answers(Metrics):
     """Its own nginx: answers, the cache, signature lookups."""
 
     test_counted_exactly = None
     test_limited = None
+    test_refused_by_nginx_and_lookalikes = None
 
     def test_answers_cache_lookups(self):
         doc = json.dumps(GOOD)
@@ -201,7 +248,7 @@ class Answers(Metrics):
         self.ngx.post("/sig/v2/models/nosuch/infer", doc)
         for _ in range(3):
             self.ngx.post("/cached/v2/models/simple/infer", doc)
-        _, m = self.scrape()
+        _, m = self.scrape_counted(3 + 5 + 3)
         # identity echoes 2 x 16 INT32, read as binary, given as JSON
         self.assertEqual(self.value(m, "oip_tensor_bytes_total",
                                     model="identity", direction="response",
@@ -225,6 +272,7 @@ class Cardinality(Metrics):
 
     test_counted_exactly = None
     test_limited = None
+    test_refused_by_nginx_and_lookalikes = None
 
     def test_cardinality_bounded(self):
         """Random names never get labels: only models an upstream
@@ -244,7 +292,7 @@ class Cardinality(Metrics):
             self.ngx.post("/keep/v2/models/%s/infer" % n, json.dumps({
                 "inputs": [{"name": "INPUT0", "datatype": "BYTES",
                             "shape": [1], "data": ["x"]}]}))
-        _, m = self.scrape()
+        _, m = self.scrape_counted(count + 4)
         models = {dict(k[1:]).get("model") for k in m
                   if k[0] == "oip_requests_total"}
         self.assertNotIn(names[0], models)
@@ -262,32 +310,45 @@ class Reload(Metrics):
 
     test_counted_exactly = None
     test_limited = None
+    test_refused_by_nginx_and_lookalikes = None
 
     @unittest.skipIf(SINGLE, "nginx reloads in master mode only")
     def test_reload(self):
         """A reload keeps the counters; one that changes models= alone
         is refused, and the old configuration counts on."""
+        refusal = "models= changed from 3 to 4"
+        # the [emerg] is the point: the class's log check is for the rest
+        self.addCleanup(self.forget_log_lines, refusal)
+        key = ("oip_requests_total", ("code", "200"), ("model", "simple"),
+               ("outcome", "passed"))
         doc = json.dumps(GOOD)
         self.ngx.post("/keep/v2/models/simple/infer", doc)
-        _, before = self.scrape()
-        conf = open(self.ngx.conf).read()
+        _, before = self.scrape_counted(1)
+        with open(self.ngx.conf) as f:
+            conf = f.read()
+        started = "start worker process"
         for models, refused in (("3", False), ("4", True)):
             with open(self.ngx.conf, "w") as f:
                 f.write(conf.replace("models=3", "models=" + models))
+            workers = self.ngx.log().count(started)
             self.ngx.proc.send_signal(signal.SIGHUP)
-            time.sleep(1.5)
-            self.assertEqual("models= changed from 3 to 4" in self.ngx.log(),
-                             refused)
+            # the master's verdict, once it has read the file: new workers
+            # or the refusal (the file is not written again before)
+            log = wait_for(self.ngx.log, lambda t: refusal in t
+                           or t.count(started) >= workers + 2)
+            self.assertEqual(refusal in log, refused)
         with open(self.ngx.conf, "w") as f:
             f.write(conf)
         self.ngx.post("/keep/v2/models/simple/infer", doc)
-        _, after = self.scrape()
-        key = ("oip_requests_total", ("code", "200"), ("model", "simple"),
-               ("outcome", "passed"))
+        _, after = self.scrape_counted(2)
         self.assertEqual(after[key], before[key] + 1)
 
-        # the [emerg] was the point: the class's log check is for the rest
-        open(os.path.join(self.ngx.dir, "error.log"), "w").close()
+    def forget_log_lines(self, text):
+        path = os.path.join(self.ngx.dir, "error.log")
+        with open(path) as f:
+            lines = [l for l in f if text not in l]
+        with open(path, "w") as f:
+            f.writelines(lines)
 
 
 if __name__ == "__main__":

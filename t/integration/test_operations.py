@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import ROOT, SLOW, GatewayTestCase, run_tests
+from oiptest import ROOT, SLOW, GatewayTestCase, run_tests, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from test_examples import runnable
 
@@ -90,9 +90,17 @@ class Operations(GatewayTestCase):
         post("/v2/models/simple/infer", simple(7, datatype="FP32"))
         post("/v2/models/nosuch/infer", simple(1))
         post("/v2/models/simple/infer", "{")
-        st, _, body = cls.ngx.request("GET", "/metrics")
-        assert st == 200, body
-        cls.scrape = body.decode()
+
+        # the six are counted in their log phase, after their answers
+        def counted(text):
+            return sum(s.value for fam in
+                       text_string_to_metric_families(text)
+                       for s in fam.samples
+                       if s.name == "oip_requests_total") >= 6
+
+        cls.scrape = wait_for(
+            lambda: cls.ngx.request("GET", "/metrics")[2].decode(), counted)
+        assert counted(cls.scrape), cls.scrape
         cls.written = set()
         for fam in text_string_to_metric_families(cls.scrape):
             for s in fam.samples:

@@ -25,7 +25,7 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from oiptest import (GatewayTestCase, IHCL, SINGLE, SLOW, binary_body,
-                     free_port, run_tests, split_binary)
+                     free_port, run_tests, split_binary, wait_for)
 
 SIMPLE_IN = [
     {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32",
@@ -124,7 +124,10 @@ class Signatures(GatewayTestCase):
                            "oip_upstream_outputs binary;")
                 + location("coerceb", p, "oip_signature_coerce on; "
                            "oip_upstream_inputs binary;")
-                + location("short", p, "")
+                # its requests' log lines: a request is logged once its
+                # background refresh is done
+                + location("short", p, "access_log @LOG@;").replace(
+                    "@LOG@", "{dir}/short.log")
                 + location("down", p, "", meta_port=dead)
                 + location("downc", p, "oip_signature_fail closed;",
                            meta_port=dead)
@@ -415,10 +418,17 @@ class Signatures(GatewayTestCase):
         self.assertEqual(self.infer("short", "chg", two)[0], 200)
         self.hooks.model("chg", [("x", "FP32", [3])], [("y", "FP32", [3])])
         time.sleep(1.2)
-        # stale: still the old signature, and a refresh starts
+        # stale: still the old signature, and a refresh starts in the
+        # background; the request is logged once the refresh is kept
+        log = os.path.join(self.ngx.dir, "short.log")
+
+        def logged():
+            with open(log) as f:
+                return f.read().count("/short/v2/models/chg/infer")
+        before = logged()
         st, _, body = self.infer("short", "chg", two)
         self.assertIn(st, (200, 400), body)   # the runtime's own verdict
-        time.sleep(0.3)
+        self.assertEqual(wait_for(logged, lambda n: n > before), before + 1)
         self.assertEqual(self.hooks.meta("chg"), 2, "one refresh")
         before = self.hooks.meta("chg")
         st, _, body = self.infer("short", "chg", three)

@@ -25,7 +25,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from oiptest import (MODULE, SINGLE, SLOW, GatewayTestCase, IHCL,
-                     run_tests)
+                     run_tests, wait_for)
 from test_examples import nginx_t
 
 MAIN = "thread_pool oip threads=2;"
@@ -94,18 +94,23 @@ class Threads(GatewayTestCase):
                                   log_level="debug", rt=cls.rt.port,
                                   rec=cls.rec.port)
 
-    def threaded(self, fn):
+    def threaded(self, fn, least=0):
         """fn's result, and how many conversions went to a thread while
-        it ran (from the debug log)."""
+        it ran (from the debug log).  A conversion is logged before its
+        answer is sent; for clients that left, it ends when it ends: the
+        count is waited for until it reaches least."""
         path = os.path.join(self.ngx.dir, "error.log")
         start = os.path.getsize(path)
         out = fn()
-        time.sleep(0.05)
-        with open(path, errors="replace") as f:
-            f.seek(start)
-            text = f.read()
-        return out, len(re.findall(r"oip: (request|answer) of \d+ bytes "
-                                   r"converted in a thread", text))
+
+        def count():
+            with open(path, errors="replace") as f:
+                f.seek(start)
+                text = f.read()
+            return len(re.findall(r"oip: (request|answer) of \d+ bytes "
+                                  r"converted in a thread", text))
+
+        return out, wait_for(count, lambda n: n >= least)
 
     def test_request_bytes_identical(self):
         """The upstream gets the same bytes, converted in a thread or
@@ -216,16 +221,26 @@ class Threads(GatewayTestCase):
         too."""
         workers = self.ngx.workers()
 
+        access = os.path.join(self.ngx.dir, "threads.log")
+
+        def logged(path):
+            with open(access) as f:
+                return sum(l.startswith("/%s/" % path) for l in f)
+
         def gone(path, n):
             body = fp32_request(n, 7)
             head = ("POST /%s/v2/models/identity/infer HTTP/1.1\r\n"
                     "Host: x\r\nContent-Length: %d\r\n\r\n"
                     % (path, len(body))).encode()
+            before = logged(path)
             for _ in range(3):
                 s = socket.create_connection(("127.0.0.1", self.ngx.port))
                 s.sendall(head + body)
                 s.close()
-            time.sleep(1 * SLOW)
+            # each request ends, conversions and all, before its log line
+            self.assertEqual(wait_for(lambda: logged(path),
+                                      lambda k: k >= before + 3),
+                             before + 3)
 
         _, n = self.threaded(lambda: gone("thread", 300000))
         self.assertGreaterEqual(n, 3)

@@ -71,6 +71,20 @@ def wait_port(port, proc=None, timeout=15):
     raise RuntimeError("nothing listens on port %d" % port)
 
 
+def wait_for(fn, done=bool, timeout=10):
+    """fn()'s value once done(value) holds, or its last value after
+    timeout * SLOW seconds.  For what happens after a client has its
+    answer: a request's log phase (counting, the access log) runs once
+    the answer is sent, in whichever worker had it, and a background
+    fetch ends when it ends.  A test waits for it; it never assumes it."""
+    deadline = time.time() + timeout * SLOW
+    while True:
+        value = fn()
+        if done(value) or time.time() > deadline:
+            return value
+        time.sleep(0.05)
+
+
 class Runtime:
     """The example runtime as its own process."""
 

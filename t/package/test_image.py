@@ -30,7 +30,7 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import PYTHON, ROOT, RUNTIME, free_port, wait_port
+from oiptest import PYTHON, ROOT, RUNTIME, free_port, wait_for, wait_port
 
 SOURCES = "/etc/apt/sources.list.d/debian.sources"
 BASE = "localhost/oip-test-debian:bookworm"
@@ -217,11 +217,14 @@ class Image(unittest.TestCase):
         self.assertEqual(st, 400)
         self.assertIn("error", json.loads(body))
 
-        # Prometheus on the image's port counts what went through
-        st, _, body = request(admin, "GET", "/metrics")
+        # Prometheus on the image's port counts what went through, once
+        # the request's log phase has run (after its answer)
+        want = (b'oip_requests_total{model="identity",'
+                b'outcome="converted",code="200"} 1')
+        st, _, body = wait_for(lambda: request(admin, "GET", "/metrics"),
+                               lambda r: want in r[2])
         self.assertEqual(st, 200)
-        self.assertIn(b'oip_requests_total{model="identity",'
-                      b'outcome="converted",code="200"} 1', body)
+        self.assertIn(want, body)
 
         # non-root: the master and every worker
         ps = podman("exec", name, "sh", "-c",
