@@ -135,6 +135,10 @@ static pthread_barrier_t  start;
 static void
 put(buf_t *b, const void *p, size_t len)
 {
+    if (len == 0) {
+        return;
+    }
+
     if (b->len + len > b->cap) {
         b->cap = (b->len + len) * 2;
         b->p = realloc(b->p, b->cap);
@@ -180,23 +184,55 @@ digest_update(void *data, const uint8_t *p, size_t len)
 }
 
 
-/* a request through the codec: its verdict, new body and digest */
+/*
+ * A message through the codec, alone: a request, or an answer when w is
+ * set.  res holds the verdict (its segments are gone), out the bytes.
+ */
+
+static int
+codec(oip_result_t *res, buf_t *out, const oip_options_t *opt,
+    const oip_wish_t *w, const u_char *body, size_t len, int64_t ihcl,
+    oip_encoding_e enc)
+{
+    int            st;
+    arena_t        arena;
+    oip_alloc_t    alloc;
+    oip_framing_t  f;
+
+    memset(res, 0, sizeof(oip_result_t));
+    arena_init(&arena, &alloc);
+
+    f.ihcl = ihcl;
+    f.encoding = enc;
+    f.carrier = OIP_CARRIER_HEADER;
+
+    st = w ? oip_response_process(res, &alloc, opt, w, &f, body, len)
+           : oip_request_process(res, &alloc, opt, &f, body, len);
+
+    if (st == 0) {
+        put_segs(out, res, body, len);
+    }
+
+    arena_destroy(&arena);
+
+    return st;
+}
+
+
+/* a request's verdict, new body and digest; or an answer's */
 
 static int
 request(buf_t *out, const oip_options_t *base, const u_char *body,
     size_t len, int64_t ihcl, oip_encoding_e enc)
 {
     int             st;
-    buf_t           dg;
-    arena_t         arena;
-    oip_alloc_t     alloc;
+    buf_t           dg, got;
     oip_result_t    res;
     oip_digest_t    d;
     oip_options_t   o;
 
     memset(&dg, 0, sizeof(dg));
-    memset(&res, 0, sizeof(res));
-    arena_init(&arena, &alloc);
+    memset(&got, 0, sizeof(got));
 
     d.data = &dg;
     d.update = digest_update;
@@ -206,21 +242,35 @@ request(buf_t *out, const oip_options_t *base, const u_char *body,
     o.model = (const u_char *) "m";
     o.model_len = 1;
 
-    st = oip_request_process(&res, &alloc, &o,
-                             &(oip_framing_t) { ihcl, enc,
-                                                OIP_CARRIER_HEADER },
-                             body, len);
+    st = codec(&res, &got, &o, NULL, body, len, ihcl, enc);
 
     put_status(out, st, &res);
+    put(out, got.p, got.len);
+    put(out, "|", 1);
+    put(out, dg.p, dg.len);
 
-    if (st == 0) {
-        put_segs(out, &res, body, len);
-        put(out, "|", 1);
-        put(out, dg.p, dg.len);
-    }
-
-    arena_destroy(&arena);
+    free(got.p);
     free(dg.p);
+
+    return st;
+}
+
+
+static int
+answer(buf_t *out, const oip_wish_t *w, const u_char *body, size_t len,
+    int64_t ihcl)
+{
+    int            st;
+    buf_t          got;
+    oip_result_t   res;
+
+    memset(&got, 0, sizeof(got));
+
+    st = codec(&res, &got, &opts, w, body, len, ihcl, OIP_ENC_NONE);
+
+    put_status(out, st, &res);
+    put(out, got.p, got.len);
+    free(got.p);
 
     return st;
 }
@@ -341,34 +391,6 @@ signature(buf_t *out, const inputs_t *in)
         st |= (request(out, &o, (const u_char *) misfit, strlen(misfit), -1,
                        OIP_ENC_NONE)
                != 400);
-    }
-
-    arena_destroy(&arena);
-
-    return st;
-}
-
-
-static int
-answer(buf_t *out, const oip_wish_t *w, const u_char *body, size_t len,
-    int64_t ihcl)
-{
-    int            st;
-    arena_t        arena;
-    oip_alloc_t    alloc;
-    oip_result_t   res;
-
-    memset(&res, 0, sizeof(res));
-    arena_init(&arena, &alloc);
-
-    st = oip_response_process(&res, &alloc, &opts, w,
-                              &(oip_framing_t) { ihcl, OIP_ENC_NONE,
-                                                 OIP_CARRIER_HEADER },
-                              body, len);
-    put_status(out, st, &res);
-
-    if (st == 0) {
-        put_segs(out, &res, body, len);
     }
 
     arena_destroy(&arena);
@@ -516,30 +538,17 @@ prepare(inputs_t *in)
 {
     int            st;
     buf_t          b;
-    arena_t        arena;
-    oip_alloc_t    alloc;
     oip_result_t   res;
     oip_options_t  o;
     oip_wish_t     w;
 
-    memset(&res, 0, sizeof(res));
     memset(&b, 0, sizeof(b));
-    arena_init(&arena, &alloc);
 
     o = opts;
     o.inputs = OIP_FORM_BINARY;
 
-    st = oip_request_process(&res, &alloc, &o,
-                             &(oip_framing_t) { -1, OIP_ENC_NONE,
-                                                OIP_CARRIER_HEADER },
-                             (const u_char *) EVERY_TYPE,
-                             strlen(EVERY_TYPE));
-    if (st == 0) {
-        put_segs(&b, &res, NULL, 0);
-        in->binary_ihcl = res.header_len;
-    }
-
-    arena_destroy(&arena);
+    st = codec(&res, &b, &o, NULL, (const u_char *) EVERY_TYPE,
+               strlen(EVERY_TYPE), -1, OIP_ENC_NONE);
 
     if (st != 0 || b.len > sizeof(in->binary)) {
         free(b.p);
@@ -548,38 +557,28 @@ prepare(inputs_t *in)
 
     memcpy(in->binary, b.p, b.len);
     in->binary_len = b.len;
-    free(b.p);
+    in->binary_ihcl = res.header_len;
 
     in->gzip_len = compress_with(15 + 16, EVERY_TYPE, strlen(EVERY_TYPE),
                                  in->gzip, sizeof(in->gzip));
 
     /* the answer, binary: the JSON answer given to a binary wish */
 
-    memset(&res, 0, sizeof(res));
-    memset(&b, 0, sizeof(b));
+    b.len = 0;
     memset(&w, 0, sizeof(w));
     w.binary = 1;
-    arena_init(&arena, &alloc);
 
-    st = oip_response_process(&res, &alloc, &opts, &w,
-                              &(oip_framing_t) { -1, OIP_ENC_NONE,
-                                                 OIP_CARRIER_HEADER },
-                              (const u_char *) ANSWER_JSON,
-                              strlen(ANSWER_JSON));
-    if (st == 0) {
-        put_segs(&b, &res, NULL, 0);
-        in->answer_ihcl = res.header_len;
-    }
+    st = codec(&res, &b, &opts, &w, (const u_char *) ANSWER_JSON,
+               strlen(ANSWER_JSON), -1, OIP_ENC_NONE);
 
-    arena_destroy(&arena);
-
-    if (st != 0 || b.len > sizeof(in->answer) || in->answer_ihcl == 0) {
+    if (st != 0 || b.len > sizeof(in->answer) || res.header_len == 0) {
         free(b.p);
         return -1;
     }
 
     memcpy(in->answer, b.p, b.len);
     in->answer_len = b.len;
+    in->answer_ihcl = res.header_len;
     free(b.p);
 
     return 0;
