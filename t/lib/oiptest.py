@@ -10,6 +10,7 @@ worker that exited on a signal and no sanitizer report.
 """
 
 import http.client
+import inspect
 import json
 import os
 import re
@@ -48,6 +49,28 @@ SLOW = 20 if NGINX_WRAP else 1
 BAD_LOG = re.compile(r"\[(alert|emerg|crit)\]|exited on signal|"
                      r"AddressSanitizer|LeakSanitizer|runtime error:|"
                      r"^==\d+== \S", re.M)
+
+
+# OIP_GOLDEN_DIR: every POST is written to DIR/N.rest and carries
+# X-Oip-Golden: N, which the gRPC runtime writes its ModelInferRequest
+# under (DIR/N.pb): t/unit/golden/take.py makes the golden cases of them
+GOLDEN = os.environ.get("OIP_GOLDEN_DIR")
+golden_count = [0]
+
+
+def golden_request(path, headers, body):
+    golden_count[0] += 1
+    n = "%d%05d" % (os.getpid(), golden_count[0])
+    headers = dict(headers or {}, **{"X-Oip-Golden": n})
+    if isinstance(body, str):
+        body = body.encode()
+    # the test that sent it, for the case's name
+    test = next((f.function for f in inspect.stack()
+                 if f.function.startswith("test_")), "unknown")
+    with open(os.path.join(GOLDEN, n + ".rest"), "w") as f:
+        json.dump({"path": path, "headers": headers, "test": test,
+                   "body": (body or b"").hex()}, f)
+    return headers
 
 
 def free_port():
@@ -378,6 +401,8 @@ class Nginx:
     def request(self, method, path, body=None, headers=None, h2=False,
                 timeout=30):
         """(status, headers with lower-case names, body)."""
+        if GOLDEN and method == "POST":
+            headers = golden_request(path, headers, body)
         conn = http.client.HTTPConnection("127.0.0.1", self.port,
                                           timeout=timeout * SLOW)
         try:

@@ -786,16 +786,47 @@ def serialize(msg):
     return msg if isinstance(msg, bytes) else msg.SerializeToString()
 
 
+# OIP_GOLDEN_DIR: each ModelInferRequest as its bytes came, written to
+# DIR/N.pb where N is the call's x-oip-golden metadata (the test
+# harness's number for the REST request that made it: t/unit/golden/)
+GOLDEN = os.environ.get("OIP_GOLDEN_DIR")
+received_bytes = {}            # id of the message read: its bytes
+received_lock = threading.Lock()
+
+
+def keep_bytes(request_type):
+    # grpc reads a request in another thread than the one that calls its
+    # behaviour: the bytes go with the message they made
+    def deserialize(data):
+        msg = request_type.FromString(data)
+        with received_lock:
+            received_bytes[id(msg)] = data
+        return msg
+    return deserialize
+
+
+def write_golden(req, context):
+    with received_lock:
+        data = received_bytes.pop(id(req), None)
+    n = dict(context.invocation_metadata()).get("x-oip-golden")
+    if data is not None and n and n.isdigit():
+        with open(os.path.join(GOLDEN, n + ".pb"), "wb") as f:
+            f.write(data)
+
+
 def handlers(service):
     table = {}
     for method in METHODS:
         request_type = getattr(pb, method + "Request")
 
         def behaviour(req, context, method=method):
+            if GOLDEN and method == "ModelInfer":
+                write_golden(req, context)
             return service.call(method, req, context)
 
         table[method] = grpc.unary_unary_rpc_method_handler(
-            behaviour, request_deserializer=request_type.FromString,
+            behaviour, request_deserializer=keep_bytes(request_type)
+            if GOLDEN else request_type.FromString,
             response_serializer=serialize)
     return grpc.method_handlers_generic_handler(SERVICE, table)
 

@@ -1,0 +1,1 @@
+refused: 413 the gRPC message of 121 bytes exceeds oip_grpc_max_message (64 bytes)

@@ -1,0 +1,3 @@
+
+identity*
+INPUT0INT8:€ÿ

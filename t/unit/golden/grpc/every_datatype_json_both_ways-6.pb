@@ -1,0 +1,3 @@
+
+identityj*
+INPUT0INT8:€ÿ
