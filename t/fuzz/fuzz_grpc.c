@@ -2,11 +2,11 @@
 /*
  * Copyright (C) ngx_oip_module authors
  *
- * libFuzzer target: the gRPC transport (oip_grpc.c) on any bytes.
- * Answers: oip_grpc_response() and oip_grpc_answer() on any upstream
- * message; an infer answer it accepts then goes through the response
- * path, which checks each output's bytes against its shape (a mismatch
- * is its 502, not the transport's).  Requests: a body through
+ * libFuzzer target: the gRPC transport (oip_grpc.c, oip_pb*.c) on any
+ * bytes.  Answers: oip_grpc_response() and oip_grpc_answer() on any
+ * upstream message; an infer answer it accepts then goes through the
+ * response path, which checks each output's bytes against its shape (a
+ * mismatch is its 502, not the transport's).  Requests: a body through
  * oip_request_process() (inputs binary), then oip_grpc_request(): its
  * frame prefix must say its length.
  *
