@@ -53,7 +53,8 @@ BAD_LOG = re.compile(r"\[(alert|emerg|crit)\]|exited on signal|"
 
 # OIP_GOLDEN_DIR: every POST is written to DIR/N.rest and carries
 # X-Oip-Golden: N, which the gRPC runtime writes its ModelInferRequest
-# under (DIR/N.pb): t/unit/golden/take.py makes the golden cases of them
+# and its answer under (DIR/N.pb, DIR/N.answer.pb); what the client got
+# goes to DIR/N.client: t/unit/golden/take.py makes the golden cases
 GOLDEN = os.environ.get("OIP_GOLDEN_DIR")
 golden_count = [0]
 
@@ -71,6 +72,15 @@ def golden_request(path, headers, body):
         json.dump({"path": path, "headers": headers, "test": test,
                    "body": (body or b"").hex()}, f)
     return headers
+
+
+def golden_answer(headers, out):
+    """What the client got, beside its request: DIR/N.client."""
+    status, hdrs, body = out
+    with open(os.path.join(GOLDEN, headers["X-Oip-Golden"] + ".client"),
+              "w") as f:
+        json.dump({"status": status, "headers": hdrs, "body": body.hex()},
+                  f)
 
 
 def free_port():
@@ -409,9 +419,12 @@ class Nginx:
             conn.request(method, path, body=body, headers=headers or {})
             r = conn.getresponse()
             data = r.read()
-            return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+            out = r.status, {k.lower(): v for k, v in r.getheaders()}, data
         finally:
             conn.close()
+        if GOLDEN and method == "POST":
+            golden_answer(headers, out)
+        return out
 
     def post(self, path, body, headers=None, **kw):
         return self.request("POST", path, body, headers, **kw)

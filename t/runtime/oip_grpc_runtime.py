@@ -788,7 +788,8 @@ def serialize(msg):
 
 # OIP_GOLDEN_DIR: each ModelInferRequest as its bytes came, written to
 # DIR/N.pb where N is the call's x-oip-golden metadata (the test
-# harness's number for the REST request that made it: t/unit/golden/)
+# harness's number for the REST request that made it: t/unit/golden/),
+# and the ModelInferResponse answered to it as sent, to DIR/N.answer.pb
 GOLDEN = os.environ.get("OIP_GOLDEN_DIR")
 received_bytes = {}            # id of the message read: its bytes
 received_lock = threading.Lock()
@@ -805,13 +806,29 @@ def keep_bytes(request_type):
     return deserialize
 
 
+def golden_number(context):
+    n = dict(context.invocation_metadata()).get("x-oip-golden")
+    return n if n and n.isdigit() else None
+
+
 def write_golden(req, context):
     with received_lock:
         data = received_bytes.pop(id(req), None)
-    n = dict(context.invocation_metadata()).get("x-oip-golden")
-    if data is not None and n and n.isdigit():
+    n = golden_number(context)
+    if data is not None and n:
         with open(os.path.join(GOLDEN, n + ".pb"), "wb") as f:
             f.write(data)
+
+
+def write_golden_answer(resp, context):
+    """The answer as bytes, written as they go (a message's map entries
+    could be written in another order by a second serialisation)."""
+    data = serialize(resp)
+    n = golden_number(context)
+    if n:
+        with open(os.path.join(GOLDEN, n + ".answer.pb"), "wb") as f:
+            f.write(data)
+    return data
 
 
 def handlers(service):
@@ -822,6 +839,8 @@ def handlers(service):
         def behaviour(req, context, method=method):
             if GOLDEN and method == "ModelInfer":
                 write_golden(req, context)
+                return write_golden_answer(service.call(method, req,
+                                                        context), context)
             return service.call(method, req, context)
 
         table[method] = grpc.unary_unary_rpc_method_handler(

@@ -9,7 +9,10 @@
  * seeds that are requests (t/unit/golden/grpc-fuzz/).  Each REST request
  * goes through the codec as the glue takes it there: its framing
  * headers, the location's options, the request in binary form, then its
- * ModelInferRequest, compared byte for byte.
+ * ModelInferRequest, compared byte for byte.  The way back too: each
+ * ModelInferResponse the runtime answered a 200 with, read as the glue
+ * reads it and given the client's wish, must be what the client got
+ * (its body, its IHCL, its Content-Type).
  *
  * The taken goldens are the messages as the runtime read them (no frame
  * prefix); the fuzz seeds' are framed, or "refused: STATUS MESSAGE".
@@ -370,6 +373,171 @@ to_grpc(case_t *c, u_char **out, size_t *len, char *error, size_t elen)
 }
 
 
+/*
+ * The runtime's answer (unframed) to the case's request, as the glue
+ * gives it to the client (ngx_http_oip_grpc_answer(), then
+ * ngx_http_oip_convert()): the request read for its wish, the answer
+ * framed as it came, read into the binary REST answer it stands for,
+ * then given the client's form.
+ */
+
+static int
+from_grpc(case_t *c, file_t *answer, file_t *client, char *why,
+    size_t wlen)
+{
+    int            st;
+    char           line[256], size[64];
+    u_char        *framed, *got, *p, *nl;
+    size_t         len, header_len, ihcl;
+    arena_t        arena;
+    oip_seg_t      bin;
+    oip_alloc_t    alloc;
+    oip_result_t   req, res;
+    oip_framing_t  f;
+    oip_carrier_e  carrier;
+    const char    *type;
+
+    arena_init(&arena, &alloc);
+    memset(&req, 0, sizeof(req));
+    memset(&res, 0, sizeof(res));
+    got = NULL;
+    type = NULL;
+    ihcl = 0;
+
+    st = oip_request_framing(&req, &f, &c->ihcl, &c->encoding, &c->type);
+    carrier = f.carrier;
+
+    if (st == 0) {
+        st = oip_request_process(&req, &alloc, &c->opt, &f, c->body,
+                                 c->len);
+    }
+
+    framed = malloc(answer->len + 5);
+    framed[0] = 0;
+    framed[1] = (u_char) (answer->len >> 24);
+    framed[2] = (u_char) (answer->len >> 16);
+    framed[3] = (u_char) (answer->len >> 8);
+    framed[4] = (u_char) answer->len;
+    memcpy(framed + 5, answer->p, answer->len);
+
+    if (st == 0) {
+        st = oip_grpc_response(&res, &alloc, framed, answer->len + 5, &bin,
+                               &header_len);
+    }
+
+    if (st == 0) {
+        f.ihcl = (int64_t) header_len;
+        f.encoding = OIP_ENC_NONE;
+        f.carrier = OIP_CARRIER_HEADER;
+
+        st = oip_response_process(&res, &alloc, &c->opt, &req.wish, &f,
+                                  bin.data, bin.len);
+    }
+
+    if (st != 0) {
+        snprintf(why, wlen, "status %d: %s", st,
+                 req.status ? req.error : res.error);
+        goto done;
+    }
+
+    if (res.rewritten) {
+        got = flatten(res.segs, res.nsegs, res.body_len, &len);
+
+    } else {
+        len = bin.len;
+        got = malloc(len + 1);
+        memcpy(got, bin.data, len);
+    }
+
+    type = res.content_type;
+    ihcl = res.binary ? res.header_len : 0;
+
+    /*
+     * the client's: "status N", "header name: value" lines, the body; a
+     * carrier's client gets the carrier's media type (the glue's part)
+     */
+
+    st = -1;
+    p = client->p;
+
+    for ( ;; ) {
+        nl = memchr(p, '\n', (size_t) (client->p + client->len - p));
+
+        if (nl == NULL) {
+            snprintf(why, wlen, "the .client file has no body");
+            goto done;
+        }
+
+        if (nl == p) {
+            break;
+        }
+
+        snprintf(line, sizeof(line), "%.*s", (int) (nl - p), p);
+
+        if (strncmp(line, "header inference-header-content-length: ", 40)
+            == 0)
+        {
+            if ((size_t) strtoull(line + 40, NULL, 10) != ihcl) {
+                snprintf(why, wlen, "IHCL %zu, the client got %s", ihcl,
+                         line + 40);
+                goto done;
+            }
+
+            ihcl = 0;
+
+        } else if (strncmp(line, "header content-type: ", 21) == 0) {
+
+            if (carrier == OIP_CARRIER_HEADER
+                && (type == NULL || strcmp(type, line + 21) != 0))
+            {
+                snprintf(why, wlen, "Content-Type %s, the client got %s",
+                         type ? type : "(none)", line + 21);
+                goto done;
+            }
+
+            /* a carrier's client: the header's length in the media type */
+
+            if (carrier != OIP_CARRIER_HEADER && ihcl) {
+                snprintf(size, sizeof(size), "json-header-size=%zu", ihcl);
+
+                if (strstr(line, size) == NULL) {
+                    snprintf(why, wlen, "%s, the client got %s", size,
+                             line + 21);
+                    goto done;
+                }
+
+                ihcl = 0;
+            }
+        }
+
+        p = nl + 1;
+    }
+
+    p = nl + 1;
+
+    if (ihcl != 0) {
+        snprintf(why, wlen, "IHCL %zu, the client got none", ihcl);
+
+    } else if (len != (size_t) (client->p + client->len - p)
+               || memcmp(got, p, len) != 0)
+    {
+        snprintf(why, wlen, "%zu bytes, the client got %zu", len,
+                 (size_t) (client->p + client->len - p));
+
+    } else {
+        st = 0;
+    }
+
+done:
+
+    free(got);
+    free(framed);
+    arena_destroy(&arena);
+
+    return st;
+}
+
+
 /* a framed message: its 5-byte prefix says its length, uncompressed */
 
 static int
@@ -424,6 +592,50 @@ test_taken(void)
         free(got);
         free(rest.p);
         free(pb.p);
+    }
+
+    names_free(v, n);
+}
+
+
+static void
+test_answers(void)
+{
+    int      st;
+    char     path[2048], why[512];
+    char   **v;
+    size_t   i, n;
+    file_t   rest, answer, client;
+    case_t   c;
+
+    v = names(OIP_GOLDEN_DIR "/grpc", "", ".answer", &n);
+
+    ok(n >= 40, "%zu golden answers taken from the module", n);
+
+    for (i = 0; i < n; i++) {
+        snprintf(path, sizeof(path), "%s/grpc/%s.rest", OIP_GOLDEN_DIR,
+                 v[i]);
+        st = file_read(path, &rest);
+        snprintf(path, sizeof(path), "%s/grpc/%s.answer", OIP_GOLDEN_DIR,
+                 v[i]);
+        st |= file_read(path, &answer);
+        snprintf(path, sizeof(path), "%s/grpc/%s.client", OIP_GOLDEN_DIR,
+                 v[i]);
+        st |= file_read(path, &client);
+
+        if (st != 0 || case_parse(&c, &rest) != 0) {
+            ok(0, "%s: the case reads", v[i]);
+
+        } else if (!ok(from_grpc(&c, &answer, &client, why, sizeof(why))
+                       == 0,
+                       "%s: the client's answer, from the runtime's", v[i]))
+        {
+            diag("%s", why);
+        }
+
+        free(rest.p);
+        free(answer.p);
+        free(client.p);
     }
 
     names_free(v, n);
@@ -532,6 +744,7 @@ main(void)
     w = getenv("OIP_GOLDEN_WRITE");
 
     test_taken();
+    test_answers();
     test_fuzz_seeds(w != NULL && strcmp(w, "1") == 0);
 
     return tap_done();

@@ -13,8 +13,15 @@ infer request that reached the runtime as a case:
                 the path, a blank line, the body
     NAME.pb     the ModelInferRequest the module sent (no frame prefix)
 
+and, when the client got a 200 from it, the way back:
+
+    NAME.answer the ModelInferResponse the runtime sent (no prefix)
+    NAME.client what the client got: its status and the headers that
+                say the body's form, a blank line, the body
+
 t/unit/test_golden.c holds the codec to them: the protobuf a runtime gets
-is provably the same after the change.  Run by hand, from the repository
+and what each client gets of an answer are provably the same after the
+change.  Run by hand, from the repository
 root, with the module built:
 
     /usr/bin/python3 t/unit/golden/take.py
@@ -49,6 +56,29 @@ FRAMING = ("inference-header-content-length", "content-encoding",
            "content-type")
 
 
+# the headers that say an answer's form, as the client got them
+FORM = ("content-type", "inference-header-content-length")
+
+
+def answer(base):
+    """(the runtime's ModelInferResponse, what the client got as a
+    .client file), or None when the client did not get a 200 from it."""
+    if not (os.path.exists(base + ".answer.pb")
+            and os.path.exists(base + ".client")):
+        return None
+    with open(base + ".client") as f:
+        got = json.load(f)
+    if got["status"] != 200:
+        return None
+    with open(base + ".answer.pb", "rb") as f:
+        sent = f.read()
+    lines = ["status %d" % got["status"]] + [
+        "header %s: %s" % (k, got["headers"][k]) for k in FORM
+        if k in got["headers"]]
+    return sent, ("\n".join(lines) + "\n\n").encode() + bytes.fromhex(
+        got["body"])
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="oip-golden-")
     env = dict(os.environ, OIP_GOLDEN_DIR=tmp)
@@ -74,25 +104,35 @@ def main():
         body = bytes.fromhex(doc["body"])
         with open(pb, "rb") as f:
             want = f.read()
+        back = answer(rest[:-5])
         key = hashlib.sha256("\n".join(lines).encode() + b"\0" + body
-                             + b"\0" + want).digest()
+                             + b"\0" + want + b"\0"
+                             + repr(back).encode()).digest()
         if key in seen:
             continue
         seen.add(key)
-        cases.append((doc["test"], lines, body, want))
+        cases.append((doc["test"], lines, body, want, back))
 
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     count = {}
-    for test, lines, body, want in cases:
+    answers = 0
+    for test, lines, body, want, back in cases:
         count[test] = count.get(test, 0) + 1
         name = "%s-%d" % (test[len("test_"):], count[test])
         with open(os.path.join(OUT, name + ".rest"), "wb") as f:
             f.write(("\n".join(lines) + "\n\n").encode() + body)
         with open(os.path.join(OUT, name + ".pb"), "wb") as f:
             f.write(want)
+        if back:
+            answers += 1
+            with open(os.path.join(OUT, name + ".answer"), "wb") as f:
+                f.write(back[0])
+            with open(os.path.join(OUT, name + ".client"), "wb") as f:
+                f.write(back[1])
     shutil.rmtree(tmp, ignore_errors=True)
-    print("%d cases in %s" % (len(cases), os.path.relpath(OUT, ROOT)))
+    print("%d cases in %s, %d with their answers"
+          % (len(cases), os.path.relpath(OUT, ROOT), answers))
 
 
 if __name__ == "__main__":
