@@ -513,6 +513,9 @@ do_bench() {
     OIP_BENCH_MIXED_DATA="$bin/mixed.dat" \
         "$PY" "$ROOT/t/bench/bench_mixed.py" || rc=1
 
+    phase "instructions a 1 KB request costs (callgrind, about 8 minutes)"
+    "$PY" "$ROOT/t/bench/bench_instructions.py" || rc=1
+
     phase "the plots: docs/figures/"
     "$PY" "$ROOT/t/bench/plot.py" "$bin/curve.dat" "$bin/mixed.dat" \
         "$ROOT/docs/figures"

@@ -1,0 +1,129 @@
+#!/usr/bin/python3
+#
+# Copyright (C) ngx_oip_module authors
+#
+"""Instructions a 1 KB request costs the gateway, counted where the shared
+machine cannot move them: user-space instructions of the gateway's one
+process under valgrind's callgrind, collected inside
+ngx_process_events_and_timers() (everything a request makes nginx do,
+not start-up or exit), for N and 2N requests on one keepalive
+connection; the difference over N is a request's.  The same binary and
+inputs count the same on any run, busy machine or not.
+
+Contenders, as bench_e2e.py's, in front of its upstream nginx:
+    plain     proxy_pass alone
+    keep      oip on
+    binary    oip on; oip_upstream_inputs binary
+    grpc      binary's conversion, then a ModelInfer call (grpc_pass)
+
+    bench_instructions.py [N]      (N: 200)
+
+Issue 26's targets, against the counts of bcfc523 (before its rework of
+the conversions; docs/performance.md): keep and binary within +2%, grpc
+lower.  The exit status says whether they held.
+"""
+
+import http.client
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from bench_e2e import (ANSWER, CONF, GRPC_HTTP, METADATA, PROXY_PASS,
+                       UPSTREAM_CONF, Server, fp32_json, grpc_answer)
+from oiptest import MODULE, free_port, wait_port
+
+NGINX = "/usr/sbin/nginx"
+URI = "/v2/models/m/infer"
+
+# the counts of bcfc523, N = 200 (instructions a request)
+BEFORE = {"plain": 25021, "keep": 43196, "binary": 58108, "grpc": 87371}
+
+ROWS = [
+    ("plain", "", PROXY_PASS, ""),
+    ("keep", "oip on;", PROXY_PASS, ""),
+    ("binary", "oip on; oip_upstream_inputs binary;", PROXY_PASS, ""),
+    ("grpc", "oip on; oip_upstream_protocol grpc;",
+     "grpc_pass grpc://grpc_backend;", GRPC_HTTP),
+]
+
+
+def count(conf, port, body, n):
+    """Instructions collected while nginx served n requests."""
+    d = tempfile.mkdtemp(prefix="oip-instr-")
+    path = os.path.join(d, "nginx.conf")
+    with open(path, "w") as f:
+        f.write(conf.replace("@DIR@", d))
+    out = os.path.join(d, "callgrind.out")
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out,
+         "--toggle-collect=ngx_process_events_and_timers",
+         NGINX, "-p", d, "-c", path, "-e", os.path.join(d, "error.log"),
+         "-g", "daemon off; master_process off;"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_port(port, proc, timeout=120)
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        for _ in range(n):
+            conn.request("POST", URI, body,
+                         {"Content-Type": "application/json"})
+            r = conn.getresponse()
+            r.read()
+            if r.status != 200:
+                raise RuntimeError("%d: %s" % (r.status, r.read()))
+        conn.close()
+    finally:
+        proc.terminate()
+        proc.wait(120)
+    with open(out) as f:
+        text = f.read()
+    shutil.rmtree(d, ignore_errors=True)
+    m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+    return int(m.group(1))
+
+
+def main():
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    work = tempfile.mkdtemp(prefix="oip-instr-")
+    os.chmod(work, 0o755)
+    with open(os.path.join(work, "answer.grpc"), "wb") as f:
+        f.write(grpc_answer())
+    body = fp32_json(1024, 1)
+    up = Server("upstream", UPSTREAM_CONF, answer=ANSWER, metadata=METADATA,
+                grpc_port=free_port(), grpc_dir=work, port2=free_port())
+    results = {}
+    try:
+        for key, location, passing, http in ROWS:
+            port = free_port()
+            conf = CONF.format(
+                main="load_module %s;" % MODULE if location else "",
+                dir="@DIR@", port=port, up=up.port, location=location,
+                upstream_pass=passing, server="",
+                http=http.replace("@GRPC@", str(up.subst["grpc_port"])))
+            counts = [count(conf, port, body, k) for k in (n, 2 * n)]
+            results[key] = (counts[1] - counts[0]) / n
+            print("%-8s %10.0f instructions a request, %.3f of bcfc523's"
+                  % (key, results[key], results[key] / BEFORE[key]),
+                  flush=True)
+    finally:
+        up.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    held = True
+    for key, bound in (("keep", 1.02), ("binary", 1.02), ("grpc", 1.0)):
+        ratio = results[key] / BEFORE[key]
+        ok = ratio <= bound if key != "grpc" else ratio < bound
+        held &= ok
+        print("target: %-6s / bcfc523's %s %.2f: %.3f %s"
+              % (key, "<=" if key != "grpc" else "<", bound, ratio,
+                 "held" if ok else "MISSED"))
+    return held
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)
