@@ -44,6 +44,10 @@ NGINX_WRAP = json.loads(os.environ.get("OIP_NGINX_WRAP", "[]"))
 SINGLE = os.environ.get("OIP_NGINX_SINGLE") == "1"
 # how much slower than usual nginx may be
 SLOW = 20 if NGINX_WRAP else 1
+# the pass of the test matrix (t/run.sh): plain, next, asan, valgrind
+PASS = os.environ.get("OIP_PASS", "plain")
+# a test that is heavy or measures time runs in the plain pass only
+plain_only = unittest.skipUnless(PASS == "plain", "the plain pass only")
 
 # valgrind runs --quiet: any line it writes is an error it found
 BAD_LOG = re.compile(r"\[(alert|emerg|crit)\]|exited on signal|"

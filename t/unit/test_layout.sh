@@ -31,7 +31,7 @@
 #     each file's #include "..." lines name only its own header and
 #     headers of rows below its own;
 #   - docs/testing.md's table of fuzz targets lists the fuzz_*.c of
-#     t/fuzz/, which are build.sh's FUZZ_TARGETS, with the number of
+#     t/fuzz/, which are t/run.sh's FUZZ_TARGETS, with the number of
 #     files in each one's corpus/ and regress/;
 #   - docs/testing.md names every integration test file, and every test
 #     file it names exists.
@@ -270,7 +270,7 @@ bad="$bad${ghosts:+ }$(for g in $ghosts; do echo "$g:no-such-file"; done)"
 [ -s "$tmp/rows" ] && [ -z "$bad" ]
 ok $? "docs/design.md's rows of who uses whom hold every file and no other, and each file includes only headers below its row${bad:+; wrong: }$(echo $bad)"
 
-# the fuzz targets: t/fuzz/fuzz_*.c, build.sh's FUZZ_TARGETS and the
+# the fuzz targets: t/fuzz/fuzz_*.c, t/run.sh's FUZZ_TARGETS and the
 # table in docs/testing.md ("| `fuzz_NAME` | seeds | regress |")
 for f in "$ROOT"/t/fuzz/fuzz_*.c; do
     t=$(basename "$f" .c); t=${t#fuzz_}
@@ -278,7 +278,7 @@ for f in "$ROOT"/t/fuzz/fuzz_*.c; do
     r=$(ls "$ROOT/t/fuzz/regress/$t" 2>/dev/null | wc -l)
     echo "fuzz_$t $n $r"
 done | sort > "$tmp/fuzz.files"
-sed -n 's/^FUZZ_TARGETS=(\(.*\))/\1/p' "$ROOT/build.sh" | tr ' ' '\n' \
+sed -n 's/^FUZZ_TARGETS=(\(.*\))/\1/p' "$ROOT/t/run.sh" | tr ' ' '\n' \
     | sed '/^$/d; s/^/fuzz_/' | sort > "$tmp/fuzz.run"
 sed -n 's/^| `\(fuzz_[a-z0-9_]*\)` | *\([0-9][0-9]*\) *| *\([0-9][0-9]*\) *|.*/\1 \2 \3/p' \
     "$TESTING" | sort > "$tmp/fuzz.doc"
@@ -287,7 +287,7 @@ wrong=$(cut -d' ' -f1 "$tmp/fuzz.files" | comm -3 - "$tmp/fuzz.run" \
 stale=$(comm -3 "$tmp/fuzz.files" "$tmp/fuzz.doc" | tr -d '\t' \
         | cut -d' ' -f1 | sort -u)
 [ -s "$tmp/fuzz.doc" ] && [ -z "$wrong$stale" ]
-ok $? "the fuzz targets: t/fuzz/fuzz_*.c, build.sh's FUZZ_TARGETS and docs/testing.md's table agree, seeds and regression inputs counted (t/fuzz: $(awk '{ printf "%s%s %s/%s", sep, $1, $2, $3; sep = ", " }' "$tmp/fuzz.files"))${wrong:+; not both in t/fuzz and FUZZ_TARGETS: }$(echo $wrong)${stale:+; wrong in docs/testing.md: }$(echo $stale)"
+ok $? "the fuzz targets: t/fuzz/fuzz_*.c, t/run.sh's FUZZ_TARGETS and docs/testing.md's table agree, seeds and regression inputs counted (t/fuzz: $(awk '{ printf "%s%s %s/%s", sep, $1, $2, $3; sep = ", " }' "$tmp/fuzz.files"))${wrong:+; not both in t/fuzz and FUZZ_TARGETS: }$(echo $wrong)${stale:+; wrong in docs/testing.md: }$(echo $stale)"
 
 # the integration tests named in docs/testing.md, and the test files it
 # names found under t/
