@@ -135,10 +135,11 @@ both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/grpc.use" -
 [ -z "$both" ]
 ok $? "the gRPC file uses nothing of either path${both:+: }$(echo $both)"
 
-# what the glue files use of each other: the module file's, the cache,
-# thread and gRPC files' helpers, and for the request path the signature
-# file's
+# what the glue files use of each other: the module and util files', the
+# cache, thread and gRPC files' helpers, and for the request path the
+# signature file's
 defined "$GLUE/ngx_http_oip_module.o" > "$tmp/mod.def"
+defined "$GLUE/ngx_http_oip_util.o" >> "$tmp/mod.def"
 cat "$tmp/mod.def" "$tmp/cache.def" "$tmp/thread.def" "$tmp/grpc.def" \
     | sort -u > "$tmp/modcache.def"
 cat "$tmp/modcache.def" "$tmp/sig.def" | sort -u > "$tmp/modsig.def"
@@ -146,7 +147,7 @@ grep '^ngx_http_oip_' "$tmp/req.use" | sort -u > "$tmp/req.glue"
 grep '^ngx_http_oip_' "$tmp/resp.use" | sort -u > "$tmp/resp.glue"
 stray="$(comm -23 "$tmp/req.glue" "$tmp/modsig.def")$(comm -23 "$tmp/resp.glue" "$tmp/modcache.def")"
 [ -z "$stray" ]
-ok $? "the paths use only the module, cache, thread and gRPC files' helpers (and the request path the signature file's)${stray:+: }$(echo $stray)"
+ok $? "the paths use only the module, util, cache, thread and gRPC files' helpers (and the request path the signature file's)${stray:+: }$(echo $stray)"
 
 # NEEDED entries, but libc: the libraries of config, each -lX a libX.so.N
 # (the codec's, and the glue's: -l words of config's ngx_module_libs)
