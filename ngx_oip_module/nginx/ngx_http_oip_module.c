@@ -22,6 +22,7 @@ static void *ngx_http_oip_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
 static ngx_int_t ngx_http_oip_init(ngx_conf_t *cf);
+static ngx_int_t ngx_http_oip_init_process(ngx_cycle_t *cycle);
 
 
 static ngx_conf_enum_t  ngx_http_oip_forms[] = {
@@ -269,7 +270,7 @@ ngx_module_t  ngx_http_oip_module = {
     NGX_HTTP_MODULE,                       /* module type */
     NULL,                                  /* init master */
     NULL,                                  /* init module */
-    NULL,                                  /* init process */
+    ngx_http_oip_init_process,             /* init process */
     NULL,                                  /* init thread */
     NULL,                                  /* exit thread */
     NULL,                                  /* exit process */
@@ -281,7 +282,21 @@ ngx_module_t  ngx_http_oip_module = {
 static void *
 ngx_http_oip_create_main_conf(ngx_conf_t *cf)
 {
-    return ngx_pcalloc(cf->pool, sizeof(ngx_http_oip_main_conf_t));
+    ngx_http_oip_main_conf_t  *omcf;
+
+    omcf = ngx_pcalloc(cf->pool, sizeof(ngx_http_oip_main_conf_t));
+    if (omcf == NULL) {
+        return NULL;
+    }
+
+    /*
+     * valid from the start, in whichever process runs the configuration:
+     * one process (master_process off) reloads without init_process
+     */
+
+    ngx_http_oip_signature_init(omcf);
+
+    return omcf;
 }
 
 
@@ -458,6 +473,23 @@ ngx_http_oip_init(ngx_conf_t *cf)
 
     return ngx_http_oip_response_init(cf);
 }
+
+/* a worker's own state: it starts with nothing in flight */
+
+static ngx_int_t
+ngx_http_oip_init_process(ngx_cycle_t *cycle)
+{
+    ngx_http_oip_main_conf_t  *omcf;
+
+    omcf = ngx_http_cycle_get_module_main_conf(cycle, ngx_http_oip_module);
+
+    if (omcf) {
+        ngx_http_oip_signature_init(omcf);
+    }
+
+    return NGX_OK;
+}
+
 
 /* zone=NAME:SIZE, for the directives that declare a zone */
 

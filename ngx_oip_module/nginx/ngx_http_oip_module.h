@@ -50,6 +50,10 @@
 typedef struct {
     ngx_shm_zone_t        *metrics;         /* oip_metrics_zone, or NULL */
     ngx_flag_t             digest;          /* $oip_digest is used */
+
+    /* this process's signature fetches in flight (signature.c) */
+    ngx_queue_t            fetches;
+    ngx_uint_t             nfetches;
 } ngx_http_oip_main_conf_t;
 
 
@@ -256,9 +260,19 @@ void ngx_http_oip_digest_end(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_digest_t *d, ngx_uint_t ok);
 void ngx_http_oip_uncache(ngx_http_request_t *r);
 
-/* the model-aware edge (ngx_http_oip_signature.c) */
+/* the signatures' shared-memory zone (ngx_http_oip_sig_cache.c) */
 char *ngx_http_oip_signature_zone(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+ngx_int_t ngx_http_oip_sig_cache_lookup(ngx_shm_zone_t *zone, ngx_str_t *key,
+    uint32_t hash, ngx_pool_t *pool, oip_signature_t **sig,
+    ngx_uint_t *refresh);
+ngx_uint_t ngx_http_oip_sig_cache_refetch(ngx_shm_zone_t *zone,
+    ngx_str_t *key, uint32_t hash);
+void ngx_http_oip_sig_cache_store(ngx_shm_zone_t *zone, ngx_str_t *key,
+    uint32_t hash, oip_signature_t *signature, ngx_str_t *model,
+    ngx_log_t *log);
+
+/* the model-aware edge: fetching signatures (ngx_http_oip_signature.c) */
 char *ngx_http_oip_signatures(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 char *ngx_http_oip_signature_optional(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -267,6 +281,7 @@ ngx_int_t ngx_http_oip_signature(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 ngx_int_t ngx_http_oip_signature_refetch(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+void ngx_http_oip_signature_init(ngx_http_oip_main_conf_t *omcf);
 
 
 extern ngx_module_t  ngx_http_oip_module;

@@ -4,9 +4,9 @@
  *
  * The model-aware edge: each infer request's model signature, before its
  * body is read.  Signatures live in a shared-memory zone for all workers
- * (oip_signature_zone: an rbtree and an LRU queue, limit_req's way) and
- * are fetched with a subrequest to the oip_signatures location
- * (auth_request's way), its answer read in memory and by the codec.
+ * (ngx_http_oip_sig_cache.c) and are fetched here, with a subrequest to
+ * the oip_signatures location (auth_request's way), its answer read in
+ * memory and by the codec.
  *
  * In a worker, one fetch per key is in flight: requests for a model
  * being fetched wait for that fetch (parked, woken by a posted event)
@@ -21,9 +21,6 @@
 
 /* fetches in flight in one worker: beyond, the failure policy */
 #define NGX_HTTP_OIP_SIG_FETCHES   64
-
-/* a key refetched after a misfit, or refreshed, at most this often */
-#define NGX_HTTP_OIP_SIG_AGAIN     1000
 
 /* a model's metadata: what a signature's JSON may take, at most */
 #define NGX_HTTP_OIP_SIG_MAX       (1024 * 1024)
@@ -52,33 +49,6 @@ typedef enum {
 } ngx_http_oip_sig_outcome_e;
 
 
-typedef struct {
-    ngx_rbtree_node_t          node;      /* key: crc32 of key */
-    ngx_queue_t                queue;     /* LRU, the newest first */
-    ngx_msec_t                 fetched;
-    ngx_msec_t                 refresh;   /* a refresh began, or 0 */
-    ngx_msec_t                 refetch;   /* the last refetch for a misfit */
-    u_char                    *sig;       /* NULL: the model is not found */
-    uint32_t                   sig_len;
-    u_short                    len;
-    u_char                     key[1];
-} ngx_http_oip_sig_node_t;
-
-
-typedef struct {
-    ngx_rbtree_t               rbtree;
-    ngx_rbtree_node_t          sentinel;
-    ngx_queue_t                queue;
-} ngx_http_oip_sig_shctx_t;
-
-
-typedef struct {
-    ngx_http_oip_sig_shctx_t  *sh;
-    ngx_slab_pool_t           *shpool;
-    ngx_msec_t                 valid;
-    ngx_msec_t                 invalid;
-} ngx_http_oip_sig_zone_t;
-
 
 /* a fetch in flight in this worker, and the requests waiting for it */
 
@@ -88,6 +58,7 @@ typedef struct {
     ngx_str_t                  key;       /* allocated with it */
     ngx_http_oip_sig_t        *owner;
     ngx_queue_t                waiters;
+    ngx_http_oip_main_conf_t  *table;     /* whose fetches it is in */
 } ngx_http_oip_fetch_t;
 
 
@@ -115,21 +86,11 @@ struct ngx_http_oip_sig_s {
 };
 
 
-static ngx_int_t ngx_http_oip_sig_init_zone(ngx_shm_zone_t *shm_zone,
-    void *data);
-static void ngx_http_oip_sig_insert(ngx_rbtree_node_t *temp,
-    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
 static ngx_uint_t ngx_http_oip_sig_name(ngx_str_t *name);
-static ngx_http_oip_sig_t *ngx_http_oip_sig_create(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_sig_lookup(ngx_http_request_t *r,
     ngx_http_oip_sig_t *s, ngx_uint_t *refresh);
-static ngx_http_oip_sig_node_t *ngx_http_oip_sig_find(
-    ngx_http_oip_sig_zone_t *z, ngx_str_t *key, uint32_t hash);
-static void ngx_http_oip_sig_store(ngx_http_oip_sig_zone_t *z,
-    ngx_http_oip_sig_t *s, ngx_log_t *log);
-static void *ngx_http_oip_sig_alloc(ngx_http_oip_sig_zone_t *z, size_t size,
-    ngx_http_oip_sig_node_t *keep);
+static ngx_http_oip_sig_t *ngx_http_oip_sig_create(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_sig_join(ngx_http_request_t *r,
     ngx_http_oip_sig_t *s);
 static ngx_int_t ngx_http_oip_sig_request(ngx_http_request_t *r,
@@ -150,206 +111,6 @@ static void ngx_http_oip_sig_failed(ngx_http_oip_sig_t *s,
     ngx_uint_t status, const char *fmt, ...);
 
 
-/* fetches in flight in this worker; initialized on first use */
-static ngx_queue_t  ngx_http_oip_fetches;
-static ngx_uint_t   ngx_http_oip_nfetches;
-
-
-/* oip_signature_zone zone=NAME:SIZE [valid=TIME] [invalid=TIME] */
-
-char *
-ngx_http_oip_signature_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
-{
-    char                     *rv;
-    u_char                   *p;
-    ssize_t                   size;
-    ngx_str_t                *value, name, s;
-    ngx_msec_t                valid, invalid;
-    ngx_uint_t                i;
-    ngx_shm_zone_t           *shm_zone;
-    ngx_http_oip_sig_zone_t  *z;
-
-    value = cf->args->elts;
-
-    size = 0;
-    name.len = 0;
-    valid = 60000;
-    invalid = 5000;
-
-    for (i = 1; i < cf->args->nelts; i++) {
-
-        if (ngx_strncmp(value[i].data, "zone=", 5) == 0) {
-            rv = ngx_http_oip_zone_arg(cf, &value[i], &name, &size);
-
-            if (rv != NGX_CONF_OK) {
-                return rv;
-            }
-
-            if (size < (ssize_t) (8 * ngx_pagesize)) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "zone \"%V\" is too small", &value[i]);
-                return NGX_CONF_ERROR;
-            }
-
-            continue;
-        }
-
-        if (ngx_strncmp(value[i].data, "valid=", 6) == 0
-            || ngx_strncmp(value[i].data, "invalid=", 8) == 0)
-        {
-            p = (u_char *) ngx_strchr(value[i].data, '=') + 1;
-
-            s.data = p;
-            s.len = value[i].data + value[i].len - p;
-
-            if (value[i].data[0] == 'v') {
-                valid = ngx_parse_time(&s, 0);
-
-            } else {
-                invalid = ngx_parse_time(&s, 0);
-            }
-
-            if (valid == (ngx_msec_t) NGX_ERROR
-                || invalid == (ngx_msec_t) NGX_ERROR)
-            {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                                   "invalid time \"%V\"", &value[i]);
-                return NGX_CONF_ERROR;
-            }
-
-            continue;
-        }
-
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "invalid parameter \"%V\"", &value[i]);
-        return NGX_CONF_ERROR;
-    }
-
-    if (name.len == 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"%V\" must have \"zone\" parameter",
-                           &cmd->name);
-        return NGX_CONF_ERROR;
-    }
-
-    z = ngx_pcalloc(cf->pool, sizeof(ngx_http_oip_sig_zone_t));
-    if (z == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    z->valid = valid;
-    z->invalid = invalid;
-
-    shm_zone = ngx_shared_memory_add(cf, &name, size, &ngx_http_oip_module);
-    if (shm_zone == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    if (shm_zone->data) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "%V \"%V\" is already declared",
-                           &cmd->name, &name);
-        return NGX_CONF_ERROR;
-    }
-
-    shm_zone->init = ngx_http_oip_sig_init_zone;
-    shm_zone->data = z;
-
-    return NGX_CONF_OK;
-}
-
-
-/* a reload keeps the signatures: the old zone's are taken over */
-
-static ngx_int_t
-ngx_http_oip_sig_init_zone(ngx_shm_zone_t *shm_zone, void *data)
-{
-    ngx_http_oip_sig_zone_t  *oz = data;
-
-    size_t                    len;
-    ngx_http_oip_sig_zone_t  *z;
-
-    z = shm_zone->data;
-
-    if (oz) {
-        z->sh = oz->sh;
-        z->shpool = oz->shpool;
-        return NGX_OK;
-    }
-
-    z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (shm_zone->shm.exists) {
-        z->sh = z->shpool->data;
-        return NGX_OK;
-    }
-
-    z->sh = ngx_slab_alloc(z->shpool, sizeof(ngx_http_oip_sig_shctx_t));
-    if (z->sh == NULL) {
-        return NGX_ERROR;
-    }
-
-    z->shpool->data = z->sh;
-
-    ngx_rbtree_init(&z->sh->rbtree, &z->sh->sentinel,
-                    ngx_http_oip_sig_insert);
-    ngx_queue_init(&z->sh->queue);
-
-    len = sizeof(" in oip_signature_zone \"\"") + shm_zone->shm.name.len;
-
-    z->shpool->log_ctx = ngx_slab_alloc(z->shpool, len);
-    if (z->shpool->log_ctx == NULL) {
-        return NGX_ERROR;
-    }
-
-    ngx_sprintf(z->shpool->log_ctx, " in oip_signature_zone \"%V\"%Z",
-                &shm_zone->shm.name);
-
-    /* a full zone evicts: not worth a log line each time */
-    z->shpool->log_nomem = 0;
-
-    return NGX_OK;
-}
-
-
-/* by hash, then by key: equal hashes stay ordered for the lookup */
-
-static void
-ngx_http_oip_sig_insert(ngx_rbtree_node_t *temp, ngx_rbtree_node_t *node,
-    ngx_rbtree_node_t *sentinel)
-{
-    ngx_rbtree_node_t        **p;
-    ngx_http_oip_sig_node_t   *n, *t;
-
-    for ( ;; ) {
-
-        if (node->key < temp->key) {
-            p = &temp->left;
-
-        } else if (node->key > temp->key) {
-            p = &temp->right;
-
-        } else {
-            n = (ngx_http_oip_sig_node_t *) node;
-            t = (ngx_http_oip_sig_node_t *) temp;
-
-            p = (ngx_memn2cmp(n->key, t->key, n->len, t->len) < 0)
-                ? &temp->left : &temp->right;
-        }
-
-        if (*p == sentinel) {
-            break;
-        }
-
-        temp = *p;
-    }
-
-    *p = node;
-    node->parent = temp;
-    node->left = sentinel;
-    node->right = sentinel;
-    ngx_rbt_red(node);
-}
 
 
 /* oip_signatures URI zone=NAME | off */
@@ -505,7 +266,6 @@ ngx_http_oip_signature(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         switch (s->state) {
 
         case NGX_HTTP_OIP_SIG_START:
-            refresh = 0;
             rc = ngx_http_oip_sig_lookup(r, s, &refresh);
 
             if (rc == NGX_OK || rc == NGX_HTTP_NOT_FOUND) {
@@ -594,10 +354,7 @@ ngx_int_t
 ngx_http_oip_signature_refetch(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx)
 {
-    ngx_msec_int_t            age;
     ngx_http_oip_sig_t       *s;
-    ngx_http_oip_sig_zone_t  *z;
-    ngx_http_oip_sig_node_t  *node;
     ngx_http_oip_loc_conf_t  *olcf;
 
     s = ctx->sig;
@@ -607,29 +364,8 @@ ngx_http_oip_signature_refetch(ngx_http_request_t *r,
     }
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
-    z = olcf->sig_zone->data;
 
-    ngx_shmtx_lock(&z->shpool->mutex);
-
-    node = ngx_http_oip_sig_find(z, &s->key, s->hash);
-
-    if (node) {
-        age = (ngx_msec_int_t) (ngx_current_msec - node->fetched);
-
-        if (age < NGX_HTTP_OIP_SIG_AGAIN
-            || (ngx_msec_int_t) (ngx_current_msec - node->refetch)
-               < NGX_HTTP_OIP_SIG_AGAIN)
-        {
-            node = NULL;
-
-        } else {
-            node->refetch = ngx_current_msec;
-        }
-    }
-
-    ngx_shmtx_unlock(&z->shpool->mutex);
-
-    if (node == NULL) {
+    if (!ngx_http_oip_sig_cache_refetch(olcf->sig_zone, &s->key, s->hash)) {
         return NGX_DECLINED;
     }
 
@@ -651,6 +387,44 @@ ngx_http_oip_signature_refetch(ngx_http_request_t *r,
     s->state = NGX_HTTP_OIP_SIG_DONE;
 
     return NGX_DECLINED;
+}
+
+
+/*
+ * The zone's entry: NGX_OK with s->signature a copy in the request's
+ * pool, NGX_HTTP_NOT_FOUND for a model known not to be there,
+ * NGX_DECLINED for a miss.  *refresh: this request refreshes it.
+ */
+
+static ngx_int_t
+ngx_http_oip_sig_lookup(ngx_http_request_t *r, ngx_http_oip_sig_t *s,
+    ngx_uint_t *refresh)
+{
+    ngx_int_t                 rc;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    rc = ngx_http_oip_sig_cache_lookup(olcf->sig_zone, &s->key, s->hash,
+                                       r->pool, &s->signature, refresh);
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: signature \"%V\" in the zone: %s", &s->key,
+                   rc == NGX_OK ? "found"
+                   : rc == NGX_HTTP_NOT_FOUND ? "the model is not found"
+                   : rc == NGX_DECLINED ? "missing" : "error");
+
+    return rc;
+}
+
+
+/* this process's table of fetches: empty */
+
+void
+ngx_http_oip_signature_init(ngx_http_oip_main_conf_t *omcf)
+{
+    ngx_queue_init(&omcf->fetches);
+    omcf->nfetches = 0;
 }
 
 
@@ -724,247 +498,6 @@ ngx_http_oip_sig_create(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
 
 /*
- * The zone's entry: NGX_OK with s->signature a copy in the request's
- * pool, NGX_HTTP_NOT_FOUND for a model known not to be there,
- * NGX_DECLINED for a miss.  *refresh: this request refreshes it.
- */
-
-static ngx_int_t
-ngx_http_oip_sig_lookup(ngx_http_request_t *r, ngx_http_oip_sig_t *s,
-    ngx_uint_t *refresh)
-{
-    ngx_int_t                 rc;
-    ngx_msec_t                now;
-    ngx_msec_int_t            age;
-    ngx_http_oip_sig_zone_t  *z;
-    ngx_http_oip_sig_node_t  *node;
-    ngx_http_oip_loc_conf_t  *olcf;
-
-    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
-    z = olcf->sig_zone->data;
-    now = ngx_current_msec;
-
-    ngx_shmtx_lock(&z->shpool->mutex);
-
-    node = ngx_http_oip_sig_find(z, &s->key, s->hash);
-
-    if (node == NULL) {
-        rc = NGX_DECLINED;
-        goto done;
-    }
-
-    age = (ngx_msec_int_t) (now - node->fetched);
-
-    if (node->sig == NULL) {
-        /* not found: for invalid=, then asked again */
-        rc = (age < (ngx_msec_int_t) z->invalid) ? NGX_HTTP_NOT_FOUND
-                                                  : NGX_DECLINED;
-        goto done;
-    }
-
-    s->signature = ngx_palloc(r->pool, node->sig_len);
-    if (s->signature == NULL) {
-        rc = NGX_ERROR;
-        goto done;
-    }
-
-    ngx_memcpy(s->signature, node->sig, node->sig_len);
-
-    if (age >= (ngx_msec_int_t) z->valid
-        && (node->refresh == 0
-            || (ngx_msec_int_t) (now - node->refresh)
-               >= (ngx_msec_int_t) ngx_max(z->invalid,
-                                           NGX_HTTP_OIP_SIG_AGAIN)))
-    {
-        node->refresh = now;
-        *refresh = 1;
-    }
-
-    ngx_queue_remove(&node->queue);
-    ngx_queue_insert_head(&z->sh->queue, &node->queue);
-
-    rc = NGX_OK;
-
-done:
-
-    ngx_shmtx_unlock(&z->shpool->mutex);
-
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: signature \"%V\" in the zone: %s", &s->key,
-                   rc == NGX_OK ? "found"
-                   : rc == NGX_HTTP_NOT_FOUND ? "the model is not found"
-                   : rc == NGX_DECLINED ? "missing" : "error");
-
-    return rc;
-}
-
-
-static ngx_http_oip_sig_node_t *
-ngx_http_oip_sig_find(ngx_http_oip_sig_zone_t *z, ngx_str_t *key,
-    uint32_t hash)
-{
-    ngx_int_t                 rc;
-    ngx_rbtree_node_t        *node, *sentinel;
-    ngx_http_oip_sig_node_t  *sn;
-
-    node = z->sh->rbtree.root;
-    sentinel = z->sh->rbtree.sentinel;
-
-    while (node != sentinel) {
-
-        if (hash < node->key) {
-            node = node->left;
-            continue;
-        }
-
-        if (hash > node->key) {
-            node = node->right;
-            continue;
-        }
-
-        sn = (ngx_http_oip_sig_node_t *) node;
-
-        rc = ngx_memn2cmp(key->data, sn->key, key->len, (size_t) sn->len);
-
-        if (rc == 0) {
-            return sn;
-        }
-
-        node = (rc < 0) ? node->left : node->right;
-    }
-
-    return NULL;
-}
-
-
-/*
- * The outcome of a fetch into the zone: a signature or "not found".  A
- * full zone gives up its least recently used entries; a signature
- * larger than the zone is not kept (the request still has its own).
- */
-
-static void
-ngx_http_oip_sig_store(ngx_http_oip_sig_zone_t *z, ngx_http_oip_sig_t *s,
-    ngx_log_t *log)
-{
-    size_t                    n;
-    u_char                   *sig;
-    uint32_t                  len;
-    ngx_http_oip_sig_node_t  *node;
-
-    if (s->key.len > 65535) {
-        return;
-    }
-
-    len = (s->outcome == NGX_HTTP_OIP_SIG_FOUND) ? s->signature->size : 0;
-
-    ngx_shmtx_lock(&z->shpool->mutex);
-
-    node = ngx_http_oip_sig_find(z, &s->key, s->hash);
-
-    if (node) {
-        ngx_queue_remove(&node->queue);
-
-        if (node->sig) {
-            ngx_slab_free_locked(z->shpool, node->sig);
-            node->sig = NULL;
-        }
-
-    } else {
-        n = offsetof(ngx_http_oip_sig_node_t, key) + s->key.len;
-
-        node = ngx_http_oip_sig_alloc(z, n, NULL);
-        if (node == NULL) {
-            goto full;
-        }
-
-        node->node.key = s->hash;
-        node->len = (u_short) s->key.len;
-        node->sig = NULL;
-        ngx_memcpy(node->key, s->key.data, s->key.len);
-
-        ngx_rbtree_insert(&z->sh->rbtree, &node->node);
-    }
-
-    node->fetched = ngx_current_msec;
-    node->refresh = 0;
-    node->refetch = 0;
-    node->sig_len = 0;
-
-    /* the entry itself is newest: kept while its signature is made room */
-
-    ngx_queue_insert_head(&z->sh->queue, &node->queue);
-
-    if (len) {
-        sig = ngx_http_oip_sig_alloc(z, len, node);
-
-        if (sig == NULL) {
-            ngx_queue_remove(&node->queue);
-            ngx_rbtree_delete(&z->sh->rbtree, &node->node);
-            ngx_slab_free_locked(z->shpool, node);
-            goto full;
-        }
-
-        ngx_memcpy(sig, s->signature, len);
-        node->sig = sig;
-        node->sig_len = len;
-    }
-
-    ngx_shmtx_unlock(&z->shpool->mutex);
-
-    return;
-
-full:
-
-    ngx_shmtx_unlock(&z->shpool->mutex);
-
-    ngx_log_error(NGX_LOG_WARN, log, 0,
-                  "oip: the signature of \"%V\" (%uD bytes) does not fit "
-                  "in its oip_signature_zone: not kept", &s->ctx->model,
-                  len);
-}
-
-
-/*
- * Memory from the zone, locked: the least recently used entries (but
- * keep) give way until it fits, or there is nothing left to give.
- */
-
-static void *
-ngx_http_oip_sig_alloc(ngx_http_oip_sig_zone_t *z, size_t size,
-    ngx_http_oip_sig_node_t *keep)
-{
-    void                     *p;
-    ngx_queue_t              *q;
-    ngx_http_oip_sig_node_t  *old;
-
-    for ( ;; ) {
-        p = ngx_slab_alloc_locked(z->shpool, size);
-
-        if (p || ngx_queue_empty(&z->sh->queue)) {
-            return p;
-        }
-
-        q = ngx_queue_last(&z->sh->queue);
-        old = ngx_queue_data(q, ngx_http_oip_sig_node_t, queue);
-
-        if (old == keep) {
-            return NULL;
-        }
-
-        ngx_queue_remove(q);
-        ngx_rbtree_delete(&z->sh->rbtree, &old->node);
-
-        if (old->sig) {
-            ngx_slab_free_locked(z->shpool, old->sig);
-        }
-
-        ngx_slab_free_locked(z->shpool, old);
-    }
-}
-
-
-/*
  * A miss: wait for this worker's fetch of the key, or fetch it.
  * NGX_AGAIN, or NGX_DECLINED with the failure set.
  */
@@ -972,13 +505,12 @@ ngx_http_oip_sig_alloc(ngx_http_oip_sig_zone_t *z, size_t size,
 static ngx_int_t
 ngx_http_oip_sig_join(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
 {
-    ngx_queue_t           *q;
-    ngx_pool_cleanup_t    *cln;
-    ngx_http_oip_fetch_t  *f;
+    ngx_queue_t               *q;
+    ngx_pool_cleanup_t        *cln;
+    ngx_http_oip_fetch_t      *f;
+    ngx_http_oip_main_conf_t  *omcf;
 
-    if (ngx_http_oip_fetches.next == NULL) {
-        ngx_queue_init(&ngx_http_oip_fetches);
-    }
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_oip_module);
 
     if (!s->cleanup) {
         cln = ngx_pool_cleanup_add(r->pool, 0);
@@ -993,8 +525,8 @@ ngx_http_oip_sig_join(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
         s->cleanup = 1;
     }
 
-    for (q = ngx_queue_head(&ngx_http_oip_fetches);
-         q != ngx_queue_sentinel(&ngx_http_oip_fetches);
+    for (q = ngx_queue_head(&omcf->fetches);
+         q != ngx_queue_sentinel(&omcf->fetches);
          q = ngx_queue_next(q))
     {
         f = ngx_queue_data(q, ngx_http_oip_fetch_t, queue);
@@ -1038,7 +570,7 @@ ngx_http_oip_sig_join(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
         }
     }
 
-    if (ngx_http_oip_nfetches >= NGX_HTTP_OIP_SIG_FETCHES) {
+    if (omcf->nfetches >= NGX_HTTP_OIP_SIG_FETCHES) {
         ngx_http_oip_sig_failed(s, NGX_HTTP_SERVICE_UNAVAILABLE,
                                 "%d signatures are being fetched already",
                                 NGX_HTTP_OIP_SIG_FETCHES);
@@ -1073,8 +605,9 @@ ngx_http_oip_sig_join(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
         return NGX_DECLINED;
     }
 
-    ngx_queue_insert_tail(&ngx_http_oip_fetches, &f->queue);
-    ngx_http_oip_nfetches++;
+    f->table = omcf;
+    ngx_queue_insert_tail(&omcf->fetches, &f->queue);
+    omcf->nfetches++;
 
     /* its subrequest's upstream watches the client for it */
 
@@ -1175,7 +708,6 @@ ngx_http_oip_sig_fetched(ngx_http_request_t *sr, void *data, ngx_int_t rc)
     ngx_http_oip_sig_t  *s = data;
 
     ngx_http_upstream_t      *u;
-    ngx_http_oip_sig_zone_t  *z;
     ngx_http_oip_loc_conf_t  *olcf;
 
     if (s->done) {
@@ -1208,9 +740,11 @@ ngx_http_oip_sig_fetched(ngx_http_request_t *sr, void *data, ngx_int_t rc)
 
     if (s->outcome != NGX_HTTP_OIP_SIG_FAILED) {
         olcf = ngx_http_get_module_loc_conf(s->r, ngx_http_oip_module);
-        z = olcf->sig_zone->data;
 
-        ngx_http_oip_sig_store(z, s, sr->connection->log);
+        ngx_http_oip_sig_cache_store(olcf->sig_zone, &s->key, s->hash,
+                                     s->outcome == NGX_HTTP_OIP_SIG_FOUND
+                                     ? s->signature : NULL,
+                                     &s->ctx->model, sr->connection->log);
     }
 
     if (!s->background) {
@@ -1357,7 +891,7 @@ ngx_http_oip_sig_finish(ngx_http_oip_sig_t *s)
     }
 
     ngx_queue_remove(&f->queue);
-    ngx_http_oip_nfetches--;
+    f->table->nfetches--;
     ngx_free(f);
 
     s->fetch = NULL;
@@ -1494,7 +1028,7 @@ ngx_http_oip_sig_cleanup(void *data)
     }
 
     ngx_queue_remove(&f->queue);
-    ngx_http_oip_nfetches--;
+    f->table->nfetches--;
     ngx_free(f);
 }
 

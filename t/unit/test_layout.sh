@@ -12,7 +12,9 @@
 #   - the glue is a tree: the request path and the response path use the
 #     module file and the codec, never each other; the signature file
 #     (the model-aware edge) is the request path's, the response path
-#     never uses it, and it uses nothing of either path; the cache file
+#     never uses it, and it uses nothing of either path; the signatures'
+#     zone (ngx_http_oip_sig_cache.c) uses nothing of the fetch or of
+#     either path; the cache file
 #     ($oip_digest, a refused answer out of the cache), the thread file
 #     (big conversions in a thread pool) and the gRPC file (the gRPC
 #     transport) serve both paths and use nothing of either;
@@ -60,7 +62,7 @@ ok() {
 defined() { nm --defined-only -g "$1" | awk '{ print $3 }' | sort -u; }
 used() { nm -u "$1" | awk '{ print $2 }' | sort -u; }
 
-echo "1..19"
+echo "1..20"
 
 if [ ! -d "$OBJ/codec" ] || [ ! -f "$SO" ]; then
     echo "Bail out! the module is not built: ./build.sh build"
@@ -110,6 +112,14 @@ ok $? "the response path uses nothing of the signature file${both:+: }$(echo $bo
 both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/sig.use" -)
 [ -z "$both" ]
 ok $? "the signature file uses nothing of either path${both:+: }$(echo $both)"
+
+# the signatures' zone knows nothing of the fetch, nor of the paths
+zone="$GLUE/ngx_http_oip_sig_cache.o"
+used "$zone" > "$tmp/zone.use"
+both=$(cat "$tmp/req.def" "$tmp/resp.def" "$tmp/sig.def" | sort -u \
+       | comm -12 "$tmp/zone.use" -)
+[ -z "$both" ]
+ok $? "the signatures' zone uses nothing of the fetch or of either path${both:+: }$(echo $both)"
 
 cache="$GLUE/ngx_http_oip_cache.o"
 defined "$cache" > "$tmp/cache.def"
