@@ -219,10 +219,36 @@ typedef struct {
 } oip_framing_t;
 
 
+/*
+ * Why a message was refused, for programs (the error is for people), set
+ * where the refusal is decided, as yyjson's read errors carry a code
+ * beside their message.  SYNTAX to OTHER are the reasons the module counts
+ * refusals by (oip_rejections_total), in its order; the last are what a
+ * runtime's error answer says (oip_response_error()).
+ */
+
+typedef enum {
+    OIP_REASON_NONE = 0,
+    OIP_REASON_SYNTAX,         /* not JSON, or not the protocol's */
+    OIP_REASON_SHAPE,          /* shapes, counts, binary sizes, framing */
+    OIP_REASON_DATATYPE,       /* datatypes, values a datatype cannot hold */
+    OIP_REASON_LIMIT,          /* a size limit: 413 */
+    OIP_REASON_SIGNATURE,      /* the model's signature: a misfit */
+    OIP_REASON_ENCODING,       /* Content-Encoding, compressed bodies */
+    OIP_REASON_OTHER,
+
+    /* a runtime's own words */
+    OIP_REASON_UNKNOWN_MODEL,  /* "unknown model", "no available versions" */
+    OIP_REASON_QUEUE_FULL,     /* "Exceeds maximum queue size" */
+    OIP_REASON_SEQUENCE_START  /* "must specify the START flag ..." */
+} oip_reason_e;
+
+
 /* the verdict on a message, and what to send instead */
 
 typedef struct {
     int                    status;  /* 0, or the HTTP status to answer */
+    oip_reason_e           reason;  /* with status: why */
     char                   error[OIP_ERROR_LEN];
 
     unsigned               rewritten:1;    /* segs differ from the body */

@@ -25,12 +25,13 @@
 
 void
 oip_ctx_init(oip_ctx_t *c, const oip_alloc_t *a, char *error,
-    size_t max_tensor_size)
+    oip_reason_e *reason, size_t max_tensor_size)
 {
     memset(c, 0, sizeof(oip_ctx_t));
 
     c->alloc = a;
     c->error = error;
+    c->reason = reason;
     c->max_tensor_size = max_tensor_size;
 }
 
@@ -43,7 +44,7 @@ oip_alloc(oip_ctx_t *c, size_t size)
     p = c->alloc->alloc(c->alloc->data, size ? size : 1);
 
     if (p == NULL) {
-        oip_fail(c, 500, "out of memory");
+        oip_fail(c, 500, OIP_REASON_OTHER, "out of memory");
     }
 
     return p;
@@ -94,7 +95,7 @@ oip_grow(oip_ctx_t *c, void *elts, size_t n, size_t *cap, size_t size)
 
 
 int
-oip_fail(oip_ctx_t *c, int status, const char *fmt, ...)
+oip_fail(oip_ctx_t *c, int status, oip_reason_e reason, const char *fmt, ...)
 {
     va_list  args;
 
@@ -102,6 +103,7 @@ oip_fail(oip_ctx_t *c, int status, const char *fmt, ...)
 
     if (c->status == 0) {
         c->status = status;
+        *c->reason = reason;
 
         va_start(args, fmt);
         vsnprintf(c->error, OIP_ERROR_LEN, fmt, args);
@@ -116,8 +118,8 @@ int
 oip_count_tensor(oip_ctx_t *c, size_t n)
 {
     if (n > c->max_tensor_size - c->tensor_bytes) {
-        return oip_fail(c, 413, "tensor data exceeds oip_max_tensor_size "
-                        "(%zu bytes)", c->max_tensor_size);
+        return oip_fail(c, 413, OIP_REASON_LIMIT, "tensor data exceeds "
+                        "oip_max_tensor_size (%zu bytes)", c->max_tensor_size);
     }
 
     c->tensor_bytes += n;

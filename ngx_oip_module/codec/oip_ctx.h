@@ -27,20 +27,22 @@ typedef struct {
     const oip_alloc_t     *alloc;
     int                    status;     /* of the first error, or 0 */
     char                  *error;      /* OIP_ERROR_LEN bytes */
+    oip_reason_e          *reason;     /* of the first error */
     size_t                 tensor_bytes;
     size_t                 max_tensor_size;
 } oip_ctx_t;
 
 
 void oip_ctx_init(oip_ctx_t *c, const oip_alloc_t *a, char *error,
-    size_t max_tensor_size);
+    oip_reason_e *reason, size_t max_tensor_size);
 void *oip_alloc(oip_ctx_t *c, size_t size);
 void oip_free(oip_ctx_t *c, void *p);
 void *oip_grow(oip_ctx_t *c, void *elts, size_t n, size_t *cap,
     size_t size);
-int oip_fail(oip_ctx_t *c, int status, const char *fmt, ...)
+int oip_fail(oip_ctx_t *c, int status, oip_reason_e reason,
+    const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 3, 4)))
+    __attribute__((format(printf, 4, 5)))
 #endif
     ;
 int oip_count_tensor(oip_ctx_t *c, size_t n);

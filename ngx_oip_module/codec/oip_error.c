@@ -27,6 +27,7 @@ typedef struct {
 
 
 static int oip_error_json(oip_json_t *j, oip_text_t *t);
+static oip_reason_e oip_error_reason(const uint8_t *body, size_t len);
 static int oip_error_detail(oip_json_t *j, oip_text_t *t);
 static int oip_error_item(oip_json_t *j, oip_text_t *t);
 static int oip_error_string(oip_json_t *j, oip_text_t *t);
@@ -48,6 +49,7 @@ oip_response_error(oip_result_t *res, const oip_alloc_t *a, int status,
     int             rc;
     char            scratch[OIP_ERROR_LEN];
     oip_ctx_t       c;
+    oip_reason_e    reason;
     oip_text_t      t;
     oip_json_t      j;
     const uint8_t  *p, *end;
@@ -60,7 +62,9 @@ oip_response_error(oip_result_t *res, const oip_alloc_t *a, int status,
     t.full = 0;
 
     /* the scanner's own complaints are not the message */
-    oip_ctx_init(&c, a, scratch, 0);
+    oip_ctx_init(&c, a, scratch, &reason, 0);
+
+    res->reason = oip_error_reason(body, len);
 
     p = body;
     end = body + len;
@@ -122,6 +126,44 @@ oip_response_error(oip_result_t *res, const oip_alloc_t *a, int status,
     }
 
     return 1;
+}
+
+
+/*
+ * What a runtime's words say, for programs: the one place that reads
+ * them.  Triton's, in its HTTP and gRPC errors: "Request for unknown
+ * model", "... has no available versions" (before 2.42, a 400), the
+ * dynamic batcher's "Exceeds maximum queue size", the sequence batcher's
+ * "... must specify the START flag on the first request of the
+ * sequence".  Cased as they come, read without case.
+ */
+
+static oip_reason_e
+oip_error_reason(const uint8_t *body, size_t len)
+{
+    const uint8_t  *end;
+
+    end = body + len;
+
+    if (len == 0) {
+        return OIP_REASON_NONE;
+    }
+
+    if (oip_find_ci(body, end, "unknown model")
+        || oip_find_ci(body, end, "no available versions"))
+    {
+        return OIP_REASON_UNKNOWN_MODEL;
+    }
+
+    if (oip_find_ci(body, end, "exceeds maximum queue size")) {
+        return OIP_REASON_QUEUE_FULL;
+    }
+
+    if (oip_find_ci(body, end, "must specify the start flag")) {
+        return OIP_REASON_SEQUENCE_START;
+    }
+
+    return OIP_REASON_NONE;
 }
 
 

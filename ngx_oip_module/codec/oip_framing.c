@@ -63,12 +63,14 @@ oip_request_framing(oip_result_t *res, oip_framing_t *f,
     {
         snprintf(res->error, OIP_ERROR_LEN, "Content-Encoding must be gzip, "
                  "deflate or identity");
+        res->reason = OIP_REASON_ENCODING;
         return res->status = 415;
     }
 
     if (ihcl->count > 1) {
         snprintf(res->error, OIP_ERROR_LEN, "Inference-Header-Content-Length "
                  "appears more than once");
+        res->reason = OIP_REASON_SHAPE;
         return res->status = 400;
     }
 
@@ -79,6 +81,7 @@ oip_request_framing(oip_result_t *res, oip_framing_t *f,
             snprintf(res->error, OIP_ERROR_LEN, "Inference-Header-Content-"
                      "Length must be a decimal number without sign or "
                      "leading zeros");
+            res->reason = OIP_REASON_SHAPE;
             return res->status = 400;
         }
 
@@ -108,6 +111,7 @@ oip_response_framing(oip_result_t *res, oip_framing_t *f,
         {
             snprintf(res->error, OIP_ERROR_LEN, "upstream answer: a bad "
                      "Inference-Header-Content-Length");
+            res->reason = OIP_REASON_SHAPE;
             return res->status = 502;
         }
 
@@ -135,6 +139,7 @@ oip_carrier_merge(oip_result_t *res, oip_framing_t *f,
                  OIP_HEADER_SIZE " (its Inference-Header-Content-Length) "
                  "must be one decimal number without sign or leading zeros",
                  what);
+        res->reason = OIP_REASON_SHAPE;
         return res->status = status;
     }
 
@@ -147,6 +152,7 @@ oip_carrier_merge(oip_result_t *res, oip_framing_t *f,
                  "Length %lld and the Content-Type's " OIP_HEADER_SIZE
                  " %lld differ", what, (long long) f->ihcl,
                  (long long) size);
+        res->reason = OIP_REASON_SHAPE;
         return res->status = status;
     }
 

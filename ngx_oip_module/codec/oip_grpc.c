@@ -35,7 +35,7 @@ oip_grpc_call(oip_result_t *res, const oip_alloc_t *a,
     oip_seg_t  *seg;
 
     memset(res, 0, sizeof(oip_result_t));
-    oip_ctx_init(&c, a, res->error, (size_t) -1);
+    oip_ctx_init(&c, a, res->error, &res->reason, (size_t) -1);
 
     /* ModelReadyRequest, ModelMetadataRequest: name 1, version 2 */
 
@@ -192,7 +192,7 @@ oip_grpc_answer(oip_result_t *res, const oip_alloc_t *a, oip_rpc_e rpc,
     const uint8_t  *msg;
 
     memset(res, 0, sizeof(oip_result_t));
-    oip_ctx_init(&c, a, res->error, (size_t) -1);
+    oip_ctx_init(&c, a, res->error, &res->reason, (size_t) -1);
 
     *truth = -1;
 
@@ -208,9 +208,9 @@ oip_grpc_answer(oip_result_t *res, const oip_alloc_t *a, oip_rpc_e rpc,
     while ((rc = oip_pbr_next(&r, &f)) == 1) { /* void */ }
 
     if (rc < 0) {
-        oip_fail(&c, 502, "the gRPC answer is not a %s response",
-                 oip_grpc_paths[rpc] + sizeof("/inference."
-                                              "GRPCInferenceService/") - 1);
+        oip_fail(&c, 502, OIP_REASON_OTHER, "the gRPC answer is not a %s "
+                 "response", oip_grpc_paths[rpc]
+                             + sizeof("/inference.GRPCInferenceService/") - 1);
         return res->status = c.status;
     }
 
@@ -266,6 +266,10 @@ oip_grpc_answer(oip_result_t *res, const oip_alloc_t *a, oip_rpc_e rpc,
     }
 
     if (rc || oip_out_cut(&o) != 0) {
+        if (c.status == 0) {
+            res->reason = OIP_REASON_OTHER;
+        }
+
         return res->status = c.status ? c.status : 500;
     }
 

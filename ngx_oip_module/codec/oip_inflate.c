@@ -43,7 +43,8 @@ oip_inflate(oip_ctx_t *c, const uint8_t *src, size_t len, size_t limit,
     z_stream   z;
 
     if (len == 0) {
-        return oip_fail(c, 400, "the compressed body is empty");
+        return oip_fail(c, 400, OIP_REASON_ENCODING, "the compressed body is "
+                        "empty");
     }
 
     memset(&z, 0, sizeof(z_stream));
@@ -54,7 +55,7 @@ oip_inflate(oip_ctx_t *c, const uint8_t *src, size_t len, size_t limit,
     /* 15 + 32: a zlib or a gzip wrapper, whichever it is */
 
     if (inflateInit2(&z, 15 + 32) != Z_OK) {
-        return oip_fail(c, 500, "out of memory");
+        return oip_fail(c, 500, OIP_REASON_OTHER, "out of memory");
     }
 
     cap = oip_min(oip_max(len * 4, 4096), limit + 1);
@@ -83,21 +84,22 @@ oip_inflate(oip_ctx_t *c, const uint8_t *src, size_t len, size_t limit,
         }
 
         if (rc != Z_OK && rc != Z_BUF_ERROR) {
-            oip_fail(c, rc == Z_MEM_ERROR ? 500 : 400,
+            oip_fail(c, rc == Z_MEM_ERROR ? 500 : 400, OIP_REASON_ENCODING,
                      "the compressed body cannot be decompressed: %s",
                      z.msg ? z.msg : "invalid data");
             goto failed;
         }
 
         if (z.next_in == src + len && z.avail_out != 0) {
-            oip_fail(c, 400, "the compressed body is cut short");
+            oip_fail(c, 400, OIP_REASON_ENCODING, "the compressed body is cut "
+                     "short");
             goto failed;
         }
 
         if (z.avail_out == 0) {
             if (cap > limit) {
-                oip_fail(c, 413, "the decompressed body exceeds "
-                         "oip_max_json_size plus oip_max_tensor_size "
+                oip_fail(c, 413, OIP_REASON_LIMIT, "the decompressed body "
+                         "exceeds oip_max_json_size plus oip_max_tensor_size "
                          "(%zu bytes)", limit);
                 goto failed;
             }
@@ -119,14 +121,15 @@ oip_inflate(oip_ctx_t *c, const uint8_t *src, size_t len, size_t limit,
     }
 
     if (z.next_in != src + len) {
-        oip_fail(c, 400, "%zu bytes follow the end of the compressed body",
-                 (size_t) (src + len - z.next_in));
+        oip_fail(c, 400, OIP_REASON_ENCODING, "%zu bytes follow the end of the "
+                 "compressed body", (size_t) (src + len - z.next_in));
         goto failed;
     }
 
     if ((size_t) (z.next_out - buf) > limit) {
-        oip_fail(c, 413, "the decompressed body exceeds oip_max_json_size "
-                 "plus oip_max_tensor_size (%zu bytes)", limit);
+        oip_fail(c, 413, OIP_REASON_LIMIT, "the decompressed body exceeds "
+                 "oip_max_json_size plus oip_max_tensor_size (%zu bytes)",
+                 limit);
         goto failed;
     }
 

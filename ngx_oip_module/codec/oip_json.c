@@ -102,11 +102,12 @@ int
 oip_json_error(oip_json_t *j, const char *what)
 {
     if (j->p >= j->end) {
-        return oip_fail(j->ctx, 400, "invalid JSON: %s at the end", what);
+        return oip_fail(j->ctx, 400, OIP_REASON_SYNTAX, "invalid JSON: %s at "
+                        "the end", what);
     }
 
-    return oip_fail(j->ctx, 400, "invalid JSON at byte %zu: %s",
-                    (size_t) (j->p - j->start), what);
+    return oip_fail(j->ctx, 400, OIP_REASON_SYNTAX, "invalid JSON at byte %zu: "
+                    "%s", (size_t) (j->p - j->start), what);
 }
 
 
@@ -601,8 +602,8 @@ oip_json_dups(oip_json_t *j, size_t base)
 
     if (dup >= 0) {
         k = &j->keys[base + dup];
-        oip_fail(j->ctx, 400, "invalid JSON: duplicate key \"%.*s\"",
-                 (int) oip_utf8_cut(k->data, k->len, 64), k->data);
+        oip_fail(j->ctx, 400, OIP_REASON_SYNTAX, "invalid JSON: duplicate key "
+                 "\"%.*s\"", (int) oip_utf8_cut(k->data, k->len, 64), k->data);
     }
 
     for (i = base; i < j->nkeys; i++) {
@@ -793,8 +794,8 @@ int
 oip_json_object(oip_json_t *j, oip_obj_t *o)
 {
     if (++j->depth > j->max_depth) {
-        return oip_fail(j->ctx, 400, "JSON nesting is deeper than "
-                        "oip_max_depth (%u)", j->max_depth);
+        return oip_fail(j->ctx, 400, OIP_REASON_OTHER, "JSON nesting is deeper "
+                        "than oip_max_depth (%u)", j->max_depth);
     }
 
     j->p++;
@@ -829,8 +830,8 @@ oip_json_member(oip_json_t *j, oip_obj_t *o, oip_str_t *key,
         /* every member is remembered until the object ends */
 
         if (o->n == OIP_MAX_MEMBERS) {
-            return oip_fail(j->ctx, 413, "a JSON object with more than %d "
-                            "members", OIP_MAX_MEMBERS);
+            return oip_fail(j->ctx, 413, OIP_REASON_LIMIT, "a JSON object with "
+                            "more than %d members", OIP_MAX_MEMBERS);
         }
 
         j->p++;
@@ -876,8 +877,8 @@ int
 oip_json_array(oip_json_t *j, oip_arr_t *a)
 {
     if (++j->depth > j->max_depth) {
-        return oip_fail(j->ctx, 400, "JSON nesting is deeper than "
-                        "oip_max_depth (%u)", j->max_depth);
+        return oip_fail(j->ctx, 400, OIP_REASON_OTHER, "JSON nesting is deeper "
+                        "than oip_max_depth (%u)", j->max_depth);
     }
 
     j->p++;

@@ -54,7 +54,8 @@ oip_msg_init(oip_msg_t *m, const oip_kind_t *kind, const oip_options_t *opt,
     m->kind = kind;
     m->opt = opt;
 
-    oip_ctx_init(&m->c, a, res->error, opt->max_tensor_size);
+    oip_ctx_init(&m->c, a, res->error, &res->reason,
+                 opt->max_tensor_size);
 }
 
 
@@ -67,16 +68,16 @@ oip_msg_split(oip_msg_t *m, const oip_framing_t *f, const uint8_t *body,
     size_t  hlen;
 
     if (f->ihcl > 0 && (uint64_t) f->ihcl > len) {
-        return oip_fail(&m->c, 400, "Inference-Header-Content-Length %lld "
-                        "exceeds the body length %zu", (long long) f->ihcl,
-                        len);
+        return oip_fail(&m->c, 400, OIP_REASON_SHAPE,
+                        "Inference-Header-Content-Length %lld exceeds the body "
+                        "length %zu", (long long) f->ihcl, len);
     }
 
     hlen = (f->ihcl > 0) ? (size_t) f->ihcl : len;
 
     if (hlen > m->opt->max_json_size) {
-        return oip_fail(&m->c, 413, "the JSON of %zu bytes exceeds "
-                        "oip_max_json_size (%zu)", hlen,
+        return oip_fail(&m->c, 413, OIP_REASON_LIMIT, "the JSON of %zu bytes "
+                        "exceeds oip_max_json_size (%zu)", hlen,
                         m->opt->max_json_size);
     }
 
@@ -135,8 +136,9 @@ oip_msg_run(oip_msg_t *m, oip_result_t *res)
     }
 
     if (m->to_json && res->header_len > m->opt->max_json_size) {
-        oip_fail(&m->c, 413, "%s would exceed oip_max_json_size (%zu "
-                 "bytes)", m->kind->as_json, m->opt->max_json_size);
+        oip_fail(&m->c, 413, OIP_REASON_LIMIT, "%s would exceed "
+                 "oip_max_json_size (%zu bytes)", m->kind->as_json,
+                 m->opt->max_json_size);
         goto failed;
     }
 
@@ -187,15 +189,17 @@ oip_msg_done(oip_msg_t *m)
 static int
 oip_msg_syntax_first(oip_msg_t *m)
 {
-    int         status;
-    char        error[OIP_ERROR_LEN];
-    oip_json_t  check;
+    int           status;
+    char          error[OIP_ERROR_LEN];
+    oip_json_t    check;
+    oip_reason_e  reason;
 
     if (m->c.status == 500) {
         return -1;
     }
 
     status = m->c.status;
+    reason = *m->c.reason;
     memcpy(error, m->c.error, OIP_ERROR_LEN);
     m->c.status = 0;
 
@@ -203,6 +207,7 @@ oip_msg_syntax_first(oip_msg_t *m)
 
     if (oip_json_check(&check) == 0) {
         m->c.status = status;
+        *m->c.reason = reason;
         memcpy(m->c.error, error, OIP_ERROR_LEN);
 
     } else {
@@ -229,7 +234,8 @@ oip_msg_tensors(oip_msg_t *m)
     j = &m->j;
 
     if (*j->p != '[') {
-        return oip_fail(&m->c, 400, "'%ss' must be an array", m->kind->what);
+        return oip_fail(&m->c, 400, OIP_REASON_OTHER, "'%ss' must be an array",
+                        m->kind->what);
     }
 
     if (oip_json_array(j, &a) != 0) {
@@ -241,8 +247,8 @@ oip_msg_tensors(oip_msg_t *m)
     while ((rc = oip_json_element(j, &a)) == 1) {
 
         if (*j->p != '{') {
-            return oip_fail(&m->c, 400, "%ss[%zu] must be an object",
-                            m->kind->what, a.n - 1);
+            return oip_fail(&m->c, 400, OIP_REASON_OTHER, "%ss[%zu] must be an "
+                            "object", m->kind->what, a.n - 1);
         }
 
         start = j->p;
@@ -266,7 +272,7 @@ oip_msg_tensors(oip_msg_t *m)
     }
 
     if (a.n == 0 && m->kind->nonempty) {
-        return oip_fail(&m->c, 400, "'%ss' must not be empty",
+        return oip_fail(&m->c, 400, OIP_REASON_OTHER, "'%ss' must not be empty",
                         m->kind->what);
     }
 
@@ -306,7 +312,7 @@ oip_msg_names_check(oip_msg_t *m, oip_key_t *names, size_t n)
 
     if (dup >= 0) {
         k = &names[dup];
-        oip_fail(&m->c, 400, "%s name \"%.*s\" appears twice",
+        oip_fail(&m->c, 400, OIP_REASON_OTHER, "%s name \"%.*s\" appears twice",
                  m->kind->what,
                  (int) oip_utf8_cut(k->data, k->len, OIP_NAME_MAX), k->data);
     }
@@ -327,8 +333,8 @@ oip_item_add(oip_msg_t *m)
     oip_item_t  *items, *it;
 
     if (m->nitems == OIP_MAX_TENSORS) {
-        oip_fail(&m->c, 413, "more than %d %ss", OIP_MAX_TENSORS,
-                 m->kind->what);
+        oip_fail(&m->c, 413, OIP_REASON_LIMIT, "more than %d %ss",
+                 OIP_MAX_TENSORS, m->kind->what);
         return NULL;
     }
 
@@ -423,8 +429,9 @@ oip_item_parse(oip_msg_t *m, size_t index)
 
         if (oip_json_str_eq(&w.key, "name", 4)) {
             if (*j->p != '"') {
-                return oip_fail(&m->c, 400, "%ss[%zu]: 'name' must be a "
-                                "string", m->kind->what, index);
+                return oip_fail(&m->c, 400, OIP_REASON_OTHER, "%ss[%zu]: "
+                                "'name' must be a string", m->kind->what,
+                                index);
             }
 
             if (oip_json_string(j, &it->name) != 0) {
@@ -432,13 +439,15 @@ oip_item_parse(oip_msg_t *m, size_t index)
             }
 
             if (it->name.len == 0) {
-                return oip_fail(&m->c, 400, "%ss[%zu]: 'name' must not be "
-                                "empty", m->kind->what, index);
+                return oip_fail(&m->c, 400, OIP_REASON_OTHER, "%ss[%zu]: "
+                                "'name' must not be empty", m->kind->what,
+                                index);
             }
 
             if (oip_name_controls(&it->name)) {
-                return oip_fail(&m->c, 400, "%ss[%zu]: 'name' must not hold "
-                                "control characters", m->kind->what, index);
+                return oip_fail(&m->c, 400, OIP_REASON_OTHER, "%ss[%zu]: "
+                                "'name' must not hold control characters",
+                                m->kind->what, index);
             }
 
             it->has_name = 1;
@@ -504,15 +513,17 @@ oip_item_parse(oip_msg_t *m, size_t index)
     n = (it->data_at != NULL) + it->has_bds + it->has_shm;
 
     if (n == 0) {
-        return oip_fail(&m->c, 400, "%s '%.*s' has no data: it needs 'data', "
-                        "a binary_data_size or a shared_memory_region",
-                        m->kind->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s' has no data: "
+                        "it needs 'data', a binary_data_size or a "
+                        "shared_memory_region", m->kind->what,
+                        oip_item_name(it));
     }
 
     if (n > 1) {
-        return oip_fail(&m->c, 400, "%s '%.*s' has more than one of 'data', "
-                        "binary_data_size and shared_memory_region",
-                        m->kind->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s' has more than "
+                        "one of 'data', binary_data_size and "
+                        "shared_memory_region", m->kind->what,
+                        oip_item_name(it));
     }
 
     if (it->data_at && !it->data_done) {
@@ -549,23 +560,25 @@ oip_item_settle(oip_msg_t *m, oip_item_t *it)
     }
 
     if (!it->has_name) {
-        return oip_fail(&m->c, 400, "%ss[%zu]: 'name' is missing",
-                        m->kind->what, it->index);
+        return oip_fail(&m->c, 400, OIP_REASON_OTHER, "%ss[%zu]: 'name' is "
+                        "missing", m->kind->what, it->index);
     }
 
     if (it->dt_at == NULL) {
-        return oip_fail(&m->c, 400, "%s '%.*s': 'datatype' is missing",
-                        m->kind->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, OIP_REASON_DATATYPE, "%s '%.*s': "
+                        "'datatype' is missing", m->kind->what,
+                        oip_item_name(it));
     }
 
     if (it->shape_at == NULL) {
-        return oip_fail(&m->c, 400, "%s '%.*s': 'shape' is missing",
-                        m->kind->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': 'shape' is "
+                        "missing", m->kind->what, oip_item_name(it));
     }
 
     if (*it->dt_at != '"') {
-        return oip_fail(&m->c, 400, "%s '%.*s': 'datatype' must be a string",
-                        m->kind->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, OIP_REASON_DATATYPE, "%s '%.*s': "
+                        "'datatype' must be a string", m->kind->what,
+                        oip_item_name(it));
     }
 
     oip_msg_sub(m, &sub, it->dt_at);
@@ -583,8 +596,8 @@ oip_item_settle(oip_msg_t *m, oip_item_t *it)
     }
 
     if (it->t.dt == OIP_DT_NONE) {
-        return oip_fail(&m->c, 400, "%s '%.*s': unknown datatype \"%.*s\"",
-                        m->kind->what, oip_item_name(it),
+        return oip_fail(&m->c, 400, OIP_REASON_DATATYPE, "%s '%.*s': unknown "
+                        "datatype \"%.*s\"", m->kind->what, oip_item_name(it),
                         (int) oip_utf8_cut(s.data, s.len, 32), s.data);
     }
 
@@ -609,8 +622,9 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
     oip_json_t   sub;
 
     if (*it->shape_at != '[') {
-        return oip_fail(&m->c, 400, "%s '%.*s': 'shape' must be an array of "
-                        "integers", m->kind->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': 'shape' must "
+                        "be an array of integers", m->kind->what,
+                        oip_item_name(it));
     }
 
     oip_msg_sub(m, &sub, it->shape_at);
@@ -628,8 +642,8 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
     while ((rc = oip_json_element(&sub, &a)) == 1) {
 
         if (*sub.p != '-' && (*sub.p < '0' || *sub.p > '9')) {
-            oip_fail(&m->c, 400, "%s '%.*s': 'shape' must be an array of "
-                     "integers", m->kind->what, oip_item_name(it));
+            oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': 'shape' must be "
+                     "an array of integers", m->kind->what, oip_item_name(it));
             goto failed;
         }
 
@@ -640,8 +654,8 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
         if (oip_num_u64(&n, &dim) != OIP_NUM_OK || n.neg
             || dim > (uint64_t) INT64_MAX)
         {
-            oip_fail(&m->c, 400, "%s '%.*s': shape dimension %.*s is not an "
-                     "integer from 0 to 2^63-1", m->kind->what,
+            oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': shape dimension "
+                     "%.*s is not an integer from 0 to 2^63-1", m->kind->what,
                      oip_item_name(it), (int) oip_min(n.end - n.start, 40),
                      n.start);
             goto failed;
@@ -677,8 +691,9 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
     it->t.rank = a.n;
 
     if (over && !zero) {
-        return oip_fail(&m->c, 400, "%s '%.*s': the product of its shape "
-                        "overflows 2^63-1", m->kind->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': the product "
+                        "of its shape overflows 2^63-1", m->kind->what,
+                        oip_item_name(it));
     }
 
     it->t.count = zero ? 0 : prod;
@@ -706,8 +721,8 @@ oip_item_params(oip_msg_t *m, oip_item_t *it)
     }
 
     if (*it->params_at != '{') {
-        return oip_fail(&m->c, 400, "%s '%.*s': 'parameters' must be an "
-                        "object", m->kind->what, oip_item_name(it));
+        return oip_fail(&m->c, 400, OIP_REASON_OTHER, "%s '%.*s': 'parameters' "
+                        "must be an object", m->kind->what, oip_item_name(it));
     }
 
     oip_msg_sub(m, &sub, it->params_at);
@@ -727,9 +742,9 @@ oip_item_params(oip_msg_t *m, oip_item_t *it)
                 || oip_num_u64(&n, &it->bds_size) != OIP_NUM_OK
                 || n.neg)
             {
-                return oip_fail(&m->c, 400, "%s '%.*s': binary_data_size "
-                                "must be a non-negative integer", m->kind->what,
-                                oip_item_name(it));
+                return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': "
+                                "binary_data_size must be a non-negative "
+                                "integer", m->kind->what, oip_item_name(it));
             }
 
             sub.p = n.end;
@@ -812,10 +827,10 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
     /* fixed-size tensors count before a byte is spent on them */
 
     if (t->count > (m->c.max_tensor_size - m->c.tensor_bytes) / size) {
-        return oip_fail(&m->c, 413, "%s '%.*s': %llu elements of %s take the "
-                        "tensor data over oip_max_tensor_size (%zu bytes)",
-                        m->kind->what, oip_item_name(it),
-                        (unsigned long long) t->count,
+        return oip_fail(&m->c, 413, OIP_REASON_LIMIT, "%s '%.*s': %llu "
+                        "elements of %s take the tensor data over "
+                        "oip_max_tensor_size (%zu bytes)", m->kind->what,
+                        oip_item_name(it), (unsigned long long) t->count,
                         oip_dtypes[t->dt].name, m->c.max_tensor_size);
     }
 
@@ -865,9 +880,10 @@ oip_msg_layout(oip_msg_t *m)
         t = oip_item_tensor(m, it);
 
         if (!m->has_ihcl && it->bds_size) {
-            return oip_fail(&m->c, 400, "%s '%.*s' has a binary_data_size, "
-                            "but there is no Inference-Header-Content-Length"
-                            " header", m->kind->what, oip_item_name(it));
+            return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s' has a "
+                            "binary_data_size, but there is no "
+                            "Inference-Header-Content-Length header",
+                            m->kind->what, oip_item_name(it));
         }
 
         size = oip_dtypes[t->dt].size;
@@ -875,9 +891,9 @@ oip_msg_layout(oip_msg_t *m)
         if (size && (t->count > UINT64_MAX / size
                      || t->count * size != it->bds_size))
         {
-            return oip_fail(&m->c, 400, "%s '%.*s': binary_data_size is %llu,"
-                            " but %llu elements of %s need %s%llu",
-                            m->kind->what, oip_item_name(it),
+            return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': "
+                            "binary_data_size is %llu, but %llu elements of %s "
+                            "need %s%llu", m->kind->what, oip_item_name(it),
                             (unsigned long long) it->bds_size,
                             (unsigned long long) t->count,
                             oip_dtypes[t->dt].name,
@@ -888,9 +904,9 @@ oip_msg_layout(oip_msg_t *m)
         }
 
         if (it->bds_size > rest) {
-            return oip_fail(&m->c, 400, "%s '%.*s': binary_data_size %llu runs "
-                            "past the end of the body", m->kind->what,
-                            oip_item_name(it),
+            return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': "
+                            "binary_data_size %llu runs past the end of the "
+                            "body", m->kind->what, oip_item_name(it),
                             (unsigned long long) it->bds_size);
         }
 
@@ -910,9 +926,9 @@ oip_msg_layout(oip_msg_t *m)
             && !oip_bytes_utf8(it->bin, it->bds_size))
         {
             if (!m->kind->bytes_stay) {
-                return oip_fail(&m->c, 400, "%s '%.*s': a BYTES element is "
-                                "not valid UTF-8 and cannot be JSON",
-                                m->kind->what, oip_item_name(it));
+                return oip_fail(&m->c, 400, OIP_REASON_OTHER, "%s '%.*s': a "
+                                "BYTES element is not valid UTF-8 and cannot "
+                                "be JSON", m->kind->what, oip_item_name(it));
             }
 
             /* this tensor keeps its binary form */
@@ -921,8 +937,9 @@ oip_msg_layout(oip_msg_t *m)
     }
 
     if (rest) {
-        return oip_fail(&m->c, 400, "%zu bytes after the JSON header are not "
-                        "claimed by any binary_data_size", rest);
+        return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%zu bytes after the "
+                        "JSON header are not claimed by any binary_data_size",
+                        rest);
     }
 
     return 0;
@@ -1220,8 +1237,8 @@ oip_msg_build(oip_msg_t *m, oip_result_t *res)
             /* the comma before it went with the member before it */
 
             if (e->kind != OIP_EDIT_DELETE || e->mb.key < pos) {
-                return oip_fail(&m->c, 500, "internal error: edits "
-                                "overlap");
+                return oip_fail(&m->c, 500, OIP_REASON_OTHER, "internal error: "
+                                "edits overlap");
             }
 
             e->from = e->mb.key;

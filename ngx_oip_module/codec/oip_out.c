@@ -69,8 +69,8 @@ static int
 oip_out_over(oip_out_t *o, size_t n)
 {
     if (o->limit && n > o->limit - oip_min(oip_out_len(o), o->limit)) {
-        return oip_fail(o->ctx, 413, "%s would exceed oip_max_json_size "
-                        "(%zu bytes)", o->over, o->limit);
+        return oip_fail(o->ctx, 413, OIP_REASON_LIMIT, "%s would exceed "
+                        "oip_max_json_size (%zu bytes)", o->over, o->limit);
     }
 
     return 0;

@@ -227,21 +227,21 @@ oip_grpc_unframe(oip_ctx_t *c, const uint8_t *body, size_t len,
     size_t  mlen;
 
     if (len < 5) {
-        return oip_fail(c, 502, "the gRPC answer holds no message "
-                        "(%zu bytes)", len);
+        return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer holds no "
+                        "message (%zu bytes)", len);
     }
 
     if (body[0] != 0) {
-        return oip_fail(c, 502, "the gRPC answer is compressed "
-                        "(grpc-encoding), which is not supported");
+        return oip_fail(c, 502, OIP_REASON_ENCODING, "the gRPC answer is "
+                        "compressed (grpc-encoding), which is not supported");
     }
 
     mlen = (size_t) body[1] << 24 | (size_t) body[2] << 16
            | (size_t) body[3] << 8 | body[4];
 
     if (mlen != len - 5) {
-        return oip_fail(c, 502, "the gRPC answer's message of %zu bytes "
-                        "comes with %zu", mlen, len - 5);
+        return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer's message "
+                        "of %zu bytes comes with %zu", mlen, len - 5);
     }
 
     r->p = body + 5;
@@ -287,8 +287,8 @@ oip_gres_shape(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
                 v = f.v;
 
             } else if (f.type != OIP_PB_LEN || oip_pbr_varint(&s, &v) != 0) {
-                return oip_fail(c, 502, "the gRPC answer has a broken "
-                                "shape");
+                return oip_fail(c, 502, OIP_REASON_SHAPE, "the gRPC answer has "
+                                "a broken shape");
             }
 
             if ((nd++ && oip_out_write(o, ",", 1) != 0)
@@ -322,8 +322,8 @@ oip_gres_text(oip_out_t *o, const uint8_t *s, size_t len)
     }
 
     if (!oip_utf8_valid(s, len)) {
-        return oip_fail(o->ctx, 502, "the gRPC answer has a string that is "
-                        "not UTF-8");
+        return oip_fail(o->ctx, 502, OIP_REASON_OTHER, "the gRPC answer has a "
+                        "string that is not UTF-8");
     }
 
     n = oip_json_escape(NULL, s, len);

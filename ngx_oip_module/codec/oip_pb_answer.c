@@ -54,7 +54,7 @@ oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
 
     memset(res, 0, sizeof(oip_result_t));
     memset(top, 0, sizeof(top));
-    oip_ctx_init(&c, a, res->error, (size_t) -1);
+    oip_ctx_init(&c, a, res->error, &res->reason, (size_t) -1);
 
     if (oip_grpc_unframe(&c, body, len, &msg) != 0) {
         return res->status = c.status;
@@ -96,14 +96,15 @@ oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
     }
 
     if (rc < 0) {
-        oip_fail(&c, 502, "the gRPC answer is not a ModelInferResponse");
+        oip_fail(&c, 502, OIP_REASON_OTHER, "the gRPC answer is not a "
+                 "ModelInferResponse");
         return res->status = c.status;
     }
 
     if (nraw) {
         if (nraw != nouts) {
-            oip_fail(&c, 502, "the gRPC answer has %zu raw output contents "
-                     "for %zu outputs", nraw, nouts);
+            oip_fail(&c, 502, OIP_REASON_OTHER, "the gRPC answer has %zu raw "
+                     "output contents for %zu outputs", nraw, nouts);
             return res->status = c.status;
         }
 
@@ -300,7 +301,8 @@ oip_gres_params(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
     }
 
     if (rc < 0) {
-        return oip_fail(c, 502, "the gRPC answer has broken parameters");
+        return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer has broken "
+                        "parameters");
     }
 
     if (with_bds) {
@@ -355,15 +357,17 @@ oip_gres_output(oip_ctx_t *c, oip_out_t *o, oip_gout_t *go, uint8_t *dst,
     }
 
     if (rc < 0) {
-        return oip_fail(c, 502, "the gRPC answer has a broken output");
+        return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer has a "
+                        "broken output");
     }
 
     dtype = oip_dtype_find(dt.data, dt.len);
 
     if (dtype == OIP_DT_NONE) {
-        return oip_fail(c, 502, "the gRPC answer's output '%.*s' has the "
-                        "datatype '%.*s'", (int) oip_min(name.len, 64),
-                        name.data, (int) oip_min(dt.len, 16), dt.data);
+        return oip_fail(c, 502, OIP_REASON_DATATYPE, "the gRPC answer's output "
+                        "'%.*s' has the datatype '%.*s'",
+                        (int) oip_min(name.len, 64), name.data,
+                        (int) oip_min(dt.len, 16), dt.data);
     }
 
     /*
@@ -438,8 +442,9 @@ oip_gres_contents(oip_ctx_t *c, oip_dtype_e dt, const uint8_t *msg,
     el = oip_dtypes[dt].size;
 
     if (field == 0) {
-        return oip_fail(c, 502, "the gRPC answer has typed contents for "
-                        "a %s output, which has none", oip_dtypes[dt].name);
+        return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer has typed "
+                        "contents for a %s output, which has none",
+                        oip_dtypes[dt].name);
     }
 
     wire = (dt == OIP_FP32) ? OIP_PB_FIXED32
@@ -456,8 +461,8 @@ oip_gres_contents(oip_ctx_t *c, oip_dtype_e dt, const uint8_t *msg,
 
         if (dt == OIP_BYTES) {
             if (f.type != OIP_PB_LEN || f.len > UINT32_MAX) {
-                return oip_fail(c, 502, "the gRPC answer has broken "
-                                "bytes_contents");
+                return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer has "
+                                "broken bytes_contents");
             }
 
             if (dst) {
@@ -472,15 +477,16 @@ oip_gres_contents(oip_ctx_t *c, oip_dtype_e dt, const uint8_t *msg,
         packed = (f.type == OIP_PB_LEN);
 
         if (!packed && f.type != wire) {
-            return oip_fail(c, 502, "the gRPC answer's typed contents do "
-                            "not fit a %s output", oip_dtypes[dt].name);
+            return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer's typed "
+                            "contents do not fit a %s output",
+                            oip_dtypes[dt].name);
         }
 
         if (wire != OIP_PB_VARINT) {
             /* fixed: the packed bytes are the binary ones */
             if (packed && f.len % el) {
-                return oip_fail(c, 502, "the gRPC answer has broken "
-                                "%s contents", oip_dtypes[dt].name);
+                return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer has "
+                                "broken %s contents", oip_dtypes[dt].name);
             }
 
             if (dst) {
@@ -502,14 +508,15 @@ oip_gres_contents(oip_ctx_t *c, oip_dtype_e dt, const uint8_t *msg,
                 }
 
                 if (oip_pbr_varint(&s, &v) != 0) {
-                    return oip_fail(c, 502, "the gRPC answer has broken "
-                                    "%s contents", oip_dtypes[dt].name);
+                    return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer "
+                                    "has broken %s contents",
+                                    oip_dtypes[dt].name);
                 }
             }
 
             if (!oip_grpc_fits(dt, v)) {
-                return oip_fail(c, 502, "the gRPC answer has a value out of "
-                                "range for a %s output",
+                return oip_fail(c, 502, OIP_REASON_DATATYPE, "the gRPC answer "
+                                "has a value out of range for a %s output",
                                 oip_dtypes[dt].name);
             }
 
@@ -526,7 +533,8 @@ oip_gres_contents(oip_ctx_t *c, oip_dtype_e dt, const uint8_t *msg,
     }
 
     if (rc < 0) {
-        return oip_fail(c, 502, "the gRPC answer has broken contents");
+        return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer has broken "
+                        "contents");
     }
 
     *size = n;

@@ -105,7 +105,7 @@ oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
     memset(&q, 0, sizeof(oip_greq_t));
 
     q.g = g;
-    oip_ctx_init(&q.c, a, res->error, (size_t) -1);
+    oip_ctx_init(&q.c, a, res->error, &res->reason, (size_t) -1);
 
     /* the header, in one piece: it is small, and it is walked twice */
 
@@ -124,7 +124,8 @@ oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
     }
 
     if (len) {
-        oip_fail(&q.c, 500, "the binary request is shorter than its header");
+        oip_fail(&q.c, 500, OIP_REASON_OTHER, "the binary request is shorter "
+                 "than its header");
         return res->status = q.c.status;
     }
 
@@ -134,6 +135,11 @@ oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
         || oip_greq_data(&q, segs, nsegs, header_len) != 0)
     {
         oip_json_done(&q.j);
+
+        if (q.c.status == 0) {
+            res->reason = OIP_REASON_OTHER;
+        }
+
         return res->status = q.c.status ? q.c.status : 500;
     }
 
@@ -152,8 +158,9 @@ oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
     total = w.n;
 
     if (total > g->max_message) {
-        oip_fail(&q.c, 413, "the gRPC message of %zu bytes exceeds "
-                 "oip_grpc_max_message (%zu bytes)", total, g->max_message);
+        oip_fail(&q.c, 413, OIP_REASON_LIMIT, "the gRPC message of %zu bytes "
+                 "exceeds oip_grpc_max_message (%zu bytes)", total,
+                 g->max_message);
         return res->status = q.c.status;
     }
 
@@ -168,11 +175,16 @@ oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
     oip_greq_write(&q, &w);
 
     if (w.err || oip_out_cut(&o) != 0) {
+        if (q.c.status == 0) {
+            res->reason = OIP_REASON_OTHER;
+        }
+
         return res->status = q.c.status ? q.c.status : 500;
     }
 
     if (w.n != total + 5) {
-        oip_fail(&q.c, 500, "internal error in the gRPC encoder");
+        oip_fail(&q.c, 500, OIP_REASON_OTHER, "internal error in the gRPC "
+                 "encoder");
         return res->status = q.c.status;
     }
 
@@ -200,8 +212,8 @@ oip_greq_root(oip_greq_t *q)
     oip_json_ws(j);
 
     if (j->p == j->end || *j->p != '{') {
-        return oip_fail(&q->c, 500, "the binary request's header is not "
-                        "an object");
+        return oip_fail(&q->c, 500, OIP_REASON_OTHER, "the binary request's "
+                        "header is not an object");
     }
 
     if (oip_walk_start(j, &w) != 0) {
@@ -249,7 +261,8 @@ oip_greq_string(oip_greq_t *q, const uint8_t **s, size_t *len)
     oip_str_t   str;
 
     if (*q->j.p != '"') {
-        return oip_fail(&q->c, 400, "a string was expected");
+        return oip_fail(&q->c, 400, OIP_REASON_DATATYPE,
+                        "a string was expected");
     }
 
     if (oip_json_string(&q->j, &str) != 0) {
@@ -294,7 +307,8 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
     j = &q->j;
 
     if (*j->p != '{') {
-        return oip_fail(&q->c, 400, "'parameters' must be an object");
+        return oip_fail(&q->c, 400, OIP_REASON_OTHER, "'parameters' must be an "
+                        "object");
     }
 
     if (oip_walk_start(j, &w) != 0) {
@@ -315,8 +329,9 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
                 if (oip_json_number(j, &n) != 0
                     || oip_num_u64(&n, &u) != OIP_NUM_OK || n.neg)
                 {
-                    return oip_fail(&q->c, 400, "'binary_data_size' must "
-                                    "be a non-negative integer");
+                    return oip_fail(&q->c, 400, OIP_REASON_SHAPE,
+                                    "'binary_data_size' must be a non-negative "
+                                    "integer");
                 }
 
                 t->size = u;
@@ -371,15 +386,14 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
 
         case '{':
         case '[':
-            return oip_fail(&q->c, 400, "%s%s%.*s%s parameter '%.*s': a "
-                            "gRPC InferParameter holds a bool, a number "
-                            "or a string, not %s", what,
+            return oip_fail(&q->c, 400, OIP_REASON_OTHER, "%s%s%.*s%s "
+                            "parameter '%.*s': a gRPC InferParameter holds a "
+                            "bool, a number or a string, not %s", what,
                             t ? " '" : "",
                             t ? (int) oip_min(t->name_len, 64) : 0,
-                            t ? (const char *) t->name : "",
-                            t ? "'" : "", (int) oip_min(p->key_len, 64),
-                            p->key, *j->p == '{' ? "an object"
-                                                 : "an array");
+                            t ? (const char *) t->name : "", t ? "'" : "",
+                            (int) oip_min(p->key_len, 64), p->key,
+                            *j->p == '{' ? "an object" : "an array");
 
         default:
             rc = oip_json_number(j, &n);
@@ -404,9 +418,10 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
                 p->kind = OIP_GP_DOUBLE;
 
                 if (oip_num_double(&n, &p->d) != 0) {
-                    return oip_fail(&q->c, 400, "%s parameter '%.*s': "
-                                    "a number out of range", what,
-                                    (int) oip_min(p->key_len, 64), p->key);
+                    return oip_fail(&q->c, 400, OIP_REASON_DATATYPE, "%s "
+                                    "parameter '%.*s': a number out of range",
+                                    what, (int) oip_min(p->key_len, 64),
+                                    p->key);
                 }
             }
         }
@@ -434,7 +449,7 @@ oip_greq_tensors(oip_greq_t *q, int outputs)
     j = &q->j;
 
     if (*j->p != '[') {
-        return oip_fail(&q->c, 400, "'%s' must be an array",
+        return oip_fail(&q->c, 400, OIP_REASON_OTHER, "'%s' must be an array",
                         outputs ? "outputs" : "inputs");
     }
 
@@ -485,7 +500,8 @@ oip_greq_tensor(oip_greq_t *q, oip_ginput_t *t, int outputs)
     j = &q->j;
 
     if (*j->p != '{') {
-        return oip_fail(&q->c, 400, "a tensor must be an object");
+        return oip_fail(&q->c, 400, OIP_REASON_OTHER, "a tensor must be an "
+                        "object");
     }
 
     if (oip_walk_start(j, &w) != 0) {
@@ -518,7 +534,8 @@ oip_greq_tensor(oip_greq_t *q, oip_ginput_t *t, int outputs)
 
         } else if (oip_json_str_eq(&w.key, "shape", 5)) {
             if (*j->p != '[' || oip_json_array(j, &a) != 0) {
-                return oip_fail(&q->c, 400, "'shape' must be an array");
+                return oip_fail(&q->c, 400, OIP_REASON_SHAPE, "'shape' must be "
+                                "an array");
             }
 
             while ((rc = oip_json_element(j, &a)) == 1) {
@@ -526,8 +543,9 @@ oip_greq_tensor(oip_greq_t *q, oip_ginput_t *t, int outputs)
                     || oip_num_u64(&n, &u) != OIP_NUM_OK || n.neg
                     || u > INT64_MAX)
                 {
-                    return oip_fail(&q->c, 400, "a dimension of a shape "
-                                    "must be a non-negative integer");
+                    return oip_fail(&q->c, 400, OIP_REASON_SHAPE,
+                                    "a dimension of a shape must be a "
+                                    "non-negative integer");
                 }
 
                 if (t->rank == t->shape_cap) {
@@ -581,10 +599,10 @@ oip_greq_data(oip_greq_t *q, const oip_seg_t *segs, size_t nsegs,
         t = &q->in[i];
 
         if (!t->has_size) {
-            return oip_fail(&q->c, 400, "input '%.*s' has no data in the "
-                            "request: shared memory is not carried to a "
-                            "gRPC upstream", (int) oip_min(t->name_len, 64),
-                            t->name);
+            return oip_fail(&q->c, 400, OIP_REASON_OTHER, "input '%.*s' has no "
+                            "data in the request: shared memory is not carried "
+                            "to a gRPC upstream",
+                            (int) oip_min(t->name_len, 64), t->name);
         }
 
         need = t->size;
@@ -597,8 +615,8 @@ oip_greq_data(oip_greq_t *q, const oip_seg_t *segs, size_t nsegs,
             }
 
             if (k == nsegs) {
-                return oip_fail(&q->c, 500, "the binary request is shorter "
-                                "than its tensors");
+                return oip_fail(&q->c, 500, OIP_REASON_OTHER, "the binary "
+                                "request is shorter than its tensors");
             }
 
             take = oip_min(need, segs[k].len - off);
@@ -642,9 +660,9 @@ oip_greq_typed(oip_greq_t *q, oip_ginput_t *t)
     const uint8_t  *src, *s, *end;
 
     if (t->dtype >= OIP_DT_NONE || oip_grpc_typed_field[t->dtype] == 0) {
-        return oip_fail(&q->c, 400, "input '%.*s': %.*s has no typed "
-                        "contents field in gRPC (oip_grpc_contents typed); "
-                        "it travels as raw contents only",
+        return oip_fail(&q->c, 400, OIP_REASON_OTHER, "input '%.*s': %.*s has "
+                        "no typed contents field in gRPC (oip_grpc_contents "
+                        "typed); it travels as raw contents only",
                         (int) oip_min(t->name_len, 64), t->name,
                         (int) oip_min(t->dt_len, 16), t->dt);
     }

@@ -123,6 +123,11 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
         if (raw == NULL && opt->signature && opt->signature->ninputs) {
             if (oip_request_raw_sig(&rq, &sig_raw) != 0) {
                 res->misfit = rq.misfit;
+
+                if (res->misfit) {
+                    res->reason = OIP_REASON_SIGNATURE;
+                }
+
                 return res->status = c->status;
             }
 
@@ -131,7 +136,7 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
 
         if (raw == NULL) {
             if (opt->inputs != OIP_FORM_KEEP) {
-                oip_fail(c, 400, "a raw binary request "
+                oip_fail(c, 400, OIP_REASON_SHAPE, "a raw binary request "
                          "(Inference-Header-Content-Length: 0) needs "
                          "oip_raw_input here");
 
@@ -171,7 +176,7 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
         }
 
         if (len == 0) {
-            oip_fail(c, 400, "the request body is empty");
+            oip_fail(c, 400, OIP_REASON_OTHER, "the request body is empty");
             return res->status = c->status;
         }
     }
@@ -187,11 +192,19 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
 
         if (c->status == 0) {
             /* a failure must never pass for success */
-            oip_fail(c, 500, "internal error in the request codec");
+            oip_fail(c, 500, OIP_REASON_OTHER, "internal error in the request "
+                     "codec");
         }
 
         /* broken JSON is said first, and is no reason to refetch */
         res->misfit = rq.misfit && !rq.m.syntax;
+
+        /* whatever broke, a request that does not fit its model's
+         * signature is refused for the signature */
+
+        if (res->misfit) {
+            res->reason = OIP_REASON_SIGNATURE;
+        }
 
         return res->status = c->status;
     }
@@ -232,8 +245,8 @@ oip_request_raw(oip_req_t *rq, const oip_raw_input_t *raw,
 
     if (raw->dt == OIP_BYTES) {
         if (len > UINT32_MAX) {
-            return oip_fail(&rq->m.c, 400, "a raw BYTES input is limited to "
-                            "4 GB");
+            return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "a raw BYTES "
+                            "input is limited to 4 GB");
         }
 
         b = oip_alloc(&rq->m.c, len + 4);
@@ -264,17 +277,17 @@ oip_request_raw(oip_req_t *rq, const oip_raw_input_t *raw,
         }
 
         if (raw->deduced < 0 && known * size != len) {
-            return oip_fail(&rq->m.c, 400, "raw input '%s': %zu bytes, but "
-                            "shape %s of %s needs %llu", raw->name, len,
-                            raw->text, oip_dtypes[raw->dt].name,
+            return oip_fail(&rq->m.c, 400, OIP_REASON_SHAPE, "raw input '%s': "
+                            "%zu bytes, but shape %s of %s needs %llu",
+                            raw->name, len, raw->text, oip_dtypes[raw->dt].name,
                             (unsigned long long) (known * size));
         }
 
         if (len % (known * size)) {
-            return oip_fail(&rq->m.c, 400, "raw input '%s': %zu bytes are not "
-                            "a whole number of %s elements of shape %s",
-                            raw->name, len, oip_dtypes[raw->dt].name,
-                            raw->text);
+            return oip_fail(&rq->m.c, 400, OIP_REASON_SHAPE, "raw input '%s': "
+                            "%zu bytes are not a whole number of %s elements "
+                            "of shape %s", raw->name, len,
+                            oip_dtypes[raw->dt].name, raw->text);
         }
 
         for (i = 0; i < raw->rank; i++) {
@@ -341,7 +354,7 @@ oip_request_raw_sig(oip_req_t *rq, oip_raw_input_t *raw)
 
     if (s->ninputs != 1) {
         rq->misfit = 1;
-        return oip_fail(&rq->m.c, 400, "a raw binary request "
+        return oip_fail(&rq->m.c, 400, OIP_REASON_SHAPE, "a raw binary request "
                         "(Inference-Header-Content-Length: 0) is the data "
                         "of one input, and %s has %u: it needs oip_raw_input "
                         "here", oip_model(rq->m.opt, model, sizeof(model)),
@@ -353,9 +366,9 @@ oip_request_raw_sig(oip_req_t *rq, oip_raw_input_t *raw)
     if (st->dt == OIP_SIG_ANY_DT || st->rank == OIP_SIG_ANY_RANK
         || st->rank > OIP_RAW_RANK || st->name_len >= OIP_RAW_NAME)
     {
-        return oip_fail(&rq->m.c, 400, "a raw binary request for %s needs "
-                        "oip_raw_input here: its metadata does not say the "
-                        "datatype and shape of its input",
+        return oip_fail(&rq->m.c, 400, OIP_REASON_SHAPE, "a raw binary request "
+                        "for %s needs oip_raw_input here: its metadata does "
+                        "not say the datatype and shape of its input",
                         oip_model(rq->m.opt, model, sizeof(model)));
     }
 
@@ -385,9 +398,9 @@ oip_request_raw_sig(oip_req_t *rq, oip_raw_input_t *raw)
 
     if (n > 1) {
         rq->misfit = 1;
-        return oip_fail(&rq->m.c, 400, "a raw binary request cannot be "
-                        "sized for input '%s' of %s, shape %s: it needs "
-                        "oip_raw_input here", raw->name,
+        return oip_fail(&rq->m.c, 400, OIP_REASON_SHAPE, "a raw binary request "
+                        "cannot be sized for input '%s' of %s, shape %s: it "
+                        "needs oip_raw_input here", raw->name,
                         oip_model(rq->m.opt, model, sizeof(model)),
                         oip_sig_shape_str(s, st, shape, sizeof(shape)));
     }
@@ -417,11 +430,13 @@ oip_request_envelope(oip_msg_t *m)
     oip_json_ws(j);
 
     if (j->p == j->end) {
-        return oip_fail(&rq->m.c, 400, "the request holds no JSON");
+        return oip_fail(&rq->m.c, 400, OIP_REASON_SYNTAX, "the request holds "
+                        "no JSON");
     }
 
     if (*j->p != '{') {
-        return oip_fail(&rq->m.c, 400, "the request must be a JSON object");
+        return oip_fail(&rq->m.c, 400, OIP_REASON_SYNTAX, "the request must be "
+                        "a JSON object");
     }
 
     if (oip_walk_start(j, &w) != 0) {
@@ -472,14 +487,17 @@ oip_request_envelope(oip_msg_t *m)
     oip_json_ws(j);
 
     if (j->p != j->end) {
-        return oip_fail(&rq->m.c, 400, "unexpected bytes after the JSON object "
-                        "at byte %zu%s", (size_t) (j->p - j->start),
+        /* within an IHCL, broken JSON; without one, binary data unframed */
+        return oip_fail(&rq->m.c, 400,
+                        rq->m.has_ihcl ? OIP_REASON_SYNTAX : OIP_REASON_SHAPE,
+                        "unexpected bytes after the JSON object at byte %zu%s",
+                        (size_t) (j->p - j->start),
                         rq->m.has_ihcl ? "" : " (binary data needs an "
                         "Inference-Header-Content-Length header)");
     }
 
     if (!rq->m.seen) {
-        return oip_fail(&rq->m.c, 400, "'inputs' is missing");
+        return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "'inputs' is missing");
     }
 
     if (m->opt->signature && m->opt->signature->ninputs) {
@@ -508,7 +526,8 @@ oip_parse_outputs(oip_req_t *rq)
     j = &rq->m.j;
 
     if (*j->p != '[') {
-        return oip_fail(&rq->m.c, 400, "'outputs' must be an array");
+        return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "'outputs' must be an "
+                        "array");
     }
 
     if (oip_json_array(j, &a) != 0) {
@@ -520,13 +539,13 @@ oip_parse_outputs(oip_req_t *rq)
     while ((rc = oip_json_element(j, &a)) == 1) {
 
         if (*j->p != '{') {
-            return oip_fail(&rq->m.c, 400, "outputs[%zu] must be an object",
-                            a.n - 1);
+            return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "outputs[%zu] "
+                            "must be an object", a.n - 1);
         }
 
         if (rq->nouts == OIP_MAX_TENSORS) {
-            return oip_fail(&rq->m.c, 413, "more than %d outputs",
-                            OIP_MAX_TENSORS);
+            return oip_fail(&rq->m.c, 413, OIP_REASON_LIMIT, "more than %d "
+                            "outputs", OIP_MAX_TENSORS);
         }
 
         if (rq->nouts == rq->outs_cap) {
@@ -568,8 +587,8 @@ oip_parse_outputs(oip_req_t *rq)
 
             if (oip_json_str_eq(&w.key, "name", 4)) {
                 if (*j->p != '"') {
-                    return oip_fail(&rq->m.c, 400, "%s: 'name' must be a "
-                                    "string",
+                    return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s: "
+                                    "'name' must be a string",
                                     oip_label(&label, buf, sizeof(buf)));
                 }
 
@@ -578,14 +597,14 @@ oip_parse_outputs(oip_req_t *rq)
                 }
 
                 if (name.len == 0) {
-                    return oip_fail(&rq->m.c, 400, "%s: 'name' must not be "
-                                    "empty",
+                    return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s: "
+                                    "'name' must not be empty",
                                     oip_label(&label, buf, sizeof(buf)));
                 }
 
                 if (oip_name_controls(&name)) {
-                    return oip_fail(&rq->m.c, 400, "%s: 'name' must not hold "
-                                    "control characters",
+                    return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s: "
+                                    "'name' must not hold control characters",
                                     oip_label(&label, buf, sizeof(buf)));
                 }
 
@@ -617,8 +636,8 @@ oip_parse_outputs(oip_req_t *rq)
         }
 
         if (!label.named) {
-            return oip_fail(&rq->m.c, 400, "%s: 'name' is missing",
-                            oip_label(&label, buf, sizeof(buf)));
+            return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s: 'name' is "
+                            "missing", oip_label(&label, buf, sizeof(buf)));
         }
 
         if (oip_nulls_delete(&rq->m, &nulls) != 0) {
@@ -639,7 +658,8 @@ oip_parse_outputs(oip_req_t *rq)
 
     if (dup >= 0) {
         k = &rq->out_names[dup];
-        return oip_fail(&rq->m.c, 400, "output name \"%.*s\" appears twice",
+        return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "output name \"%.*s\" "
+                        "appears twice",
                         (int) oip_utf8_cut(k->data, k->len, OIP_NAME_MAX),
                         k->data);
     }
@@ -688,7 +708,8 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
     j = &rq->m.j;
 
     if (*j->p != '{') {
-        return oip_fail(&rq->m.c, 400, "%s: 'parameters' must be an object",
+        return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s: 'parameters' "
+                        "must be an object",
                         oip_label(label, buf, sizeof(buf)));
     }
 
@@ -705,19 +726,19 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
         c = *j->p;
 
         if (c == '{' || c == '[' || c == 'n') {
-            return oip_fail(&rq->m.c, 400, "%s: parameter \"%.*s\" must be a "
-                            "string, number or boolean",
+            return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s: parameter "
+                            "\"%.*s\" must be a string, number or boolean",
                             oip_label(label, buf, sizeof(buf)),
                             (int) oip_utf8_cut(w.key.data, w.key.len,
-                                               OIP_NAME_MAX),
-                            w.key.data);
+                                               OIP_NAME_MAX), w.key.data);
         }
 
         is_flag = oip_json_str_eq(&w.key, flag, flen);
 
         if (is_flag) {
             if (c != 't' && c != 'f') {
-                return oip_fail(&rq->m.c, 400, "%s: %s must be a boolean",
+                return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s: %s must "
+                                "be a boolean",
                                 oip_label(label, buf, sizeof(buf)), flag);
             }
 
@@ -825,8 +846,9 @@ oip_request_fit(oip_req_t *rq, oip_item_t *it)
     rq->misfit = 1;
 
     if (st == NULL) {
-        return oip_fail(&rq->m.c, 400, "%s has no input '%.*s'; its inputs: "
-                        "%s", oip_model(rq->m.opt, model, sizeof(model)),
+        return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s has no input "
+                        "'%.*s'; its inputs: %s",
+                        oip_model(rq->m.opt, model, sizeof(model)),
                         (int) oip_utf8_cut(it->name.data, it->name.len,
                                            OIP_NAME_MAX), it->name.data,
                         oip_sig_names(s, 0, buf, sizeof(buf)));
@@ -852,11 +874,12 @@ oip_request_fit(oip_req_t *rq, oip_item_t *it)
         }
 
         if (rc == 0) {
-            return oip_fail(&rq->m.c, 400, "input '%.*s' is %s, %s expects "
-                            "%s", (int) oip_utf8_cut(it->name.data,
-                                                     it->name.len,
-                                                     OIP_NAME_MAX),
-                            it->name.data, oip_dtypes[it->t.dt].name,
+            return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "input '%.*s' is "
+                            "%s, %s expects %s",
+                            (int) oip_utf8_cut(it->name.data,
+                                               it->name.len,
+                                               OIP_NAME_MAX), it->name.data,
+                            oip_dtypes[it->t.dt].name,
                             oip_model(rq->m.opt, model, sizeof(model)),
                             oip_dtypes[st->dt].name);
         }
@@ -874,8 +897,8 @@ oip_request_fit(oip_req_t *rq, oip_item_t *it)
         }
 
         if (st->rank != it->t.rank || i < st->rank) {
-            return oip_fail(&rq->m.c, 400, "input '%.*s': shape %s does not "
-                            "fit %s of %s",
+            return oip_fail(&rq->m.c, 400, OIP_REASON_SHAPE, "input '%.*s': "
+                            "shape %s does not fit %s of %s",
                             (int) oip_utf8_cut(it->name.data, it->name.len,
                                                OIP_NAME_MAX), it->name.data,
                             oip_shape_str(&it->t, buf, sizeof(buf)),
@@ -949,8 +972,8 @@ oip_request_fit_all(oip_req_t *rq)
 
         rq->misfit = 1;
 
-        return oip_fail(&rq->m.c, 400, "%s needs input '%.*s', missing from "
-                        "the request",
+        return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s needs input "
+                        "'%.*s', missing from the request",
                         oip_model(rq->m.opt, model, sizeof(model)),
                         (int) oip_utf8_cut(oip_sig_name(s, &st[i]),
                                            st[i].name_len, OIP_NAME_MAX),
@@ -968,8 +991,8 @@ oip_request_fit_all(oip_req_t *rq)
         {
             rq->misfit = 1;
 
-            return oip_fail(&rq->m.c, 400, "%s has no output '%.*s'; its "
-                            "outputs: %s",
+            return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s has no output "
+                            "'%.*s'; its outputs: %s",
                             oip_model(rq->m.opt, model, sizeof(model)),
                             (int) oip_utf8_cut(rq->out_names[i].data,
                                                rq->out_names[i].len,

@@ -71,7 +71,8 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     c = &rs.m.c;
 
     if (f->ihcl == 0) {
-        oip_fail(c, 400, "Inference-Header-Content-Length is 0");
+        oip_fail(c, 400, OIP_REASON_SHAPE, "Inference-Header-Content-Length is "
+                 "0");
         rc = -1;
 
     } else {
@@ -103,6 +104,7 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
 
     if (c->status == 0) {
         snprintf(msg, sizeof(msg), "internal error in the response codec");
+        res->reason = OIP_REASON_OTHER;
 
     } else {
         memcpy(msg, res->error, OIP_ERROR_LEN);
@@ -136,7 +138,7 @@ oip_response_envelope(oip_msg_t *m)
     oip_json_ws(j);
 
     if (j->p == j->end || *j->p != '{') {
-        return oip_fail(&m->c, 400, "not a JSON object");
+        return oip_fail(&m->c, 400, OIP_REASON_OTHER, "not a JSON object");
     }
 
     if (oip_walk_start(j, &w) != 0) {
@@ -179,8 +181,9 @@ oip_response_envelope(oip_msg_t *m)
     oip_json_ws(j);
 
     if (j->p != j->end) {
-        return oip_fail(&m->c, 400, "unexpected bytes after the JSON object "
-                        "at byte %zu", (size_t) (j->p - j->start));
+        return oip_fail(&m->c, 400, OIP_REASON_SYNTAX, "unexpected bytes "
+                        "after the JSON object at byte %zu",
+                        (size_t) (j->p - j->start));
     }
 
     return 0;

@@ -68,7 +68,7 @@ oip_signature_parse(oip_result_t *res, const oip_alloc_t *a,
 
     *sig = NULL;
 
-    oip_ctx_init(&sp.c, a, res->error, (size_t) -1);
+    oip_ctx_init(&sp.c, a, res->error, &res->reason, (size_t) -1);
     oip_json_init(&sp.j, &sp.c, json, len, OIP_SIG_DEPTH);
 
     if (oip_sig_root(&sp) == 0) {
@@ -101,7 +101,7 @@ oip_sig_root(oip_sig_parse_t *sp)
     oip_json_ws(j);
 
     if (j->p == j->end || *j->p != '{') {
-        return oip_fail(&sp->c, 502, "not a JSON object");
+        return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "not a JSON object");
     }
 
     if (oip_walk_start(j, &w) != 0) {
@@ -132,7 +132,8 @@ oip_sig_root(oip_sig_parse_t *sp)
     oip_json_ws(j);
 
     if (j->p != j->end) {
-        return oip_fail(&sp->c, 502, "bytes after the JSON object");
+        return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "bytes after the JSON "
+                        "object");
     }
 
     return 0;
@@ -158,7 +159,7 @@ oip_sig_list(oip_sig_parse_t *sp, int side)
     }
 
     if (*j->p != '[') {
-        return oip_fail(&sp->c, 502, "'%ss' must be an array",
+        return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "'%ss' must be an array",
                         oip_sig_what[side]);
     }
 
@@ -190,8 +191,8 @@ oip_sig_list(oip_sig_parse_t *sp, int side)
     oip_free(&sp->c, keys);
 
     if (dup >= 0) {
-        return oip_fail(&sp->c, 502, "%s \"%.*s\" is declared twice",
-                        oip_sig_what[side],
+        return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "%s \"%.*s\" is "
+                        "declared twice", oip_sig_what[side],
                         (int) oip_utf8_cut(sp->t[side][dup].name.data,
                                            sp->t[side][dup].name.len,
                                            OIP_NAME_MAX),
@@ -218,13 +219,13 @@ oip_sig_tensor(oip_sig_parse_t *sp, int side, size_t index)
     what = oip_sig_what[side];
 
     if (*j->p != '{') {
-        return oip_fail(&sp->c, 502, "%ss[%zu] must be an object", what,
-                        index);
+        return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "%ss[%zu] must be an "
+                        "object", what, index);
     }
 
     if (sp->n[side] == OIP_SIG_MAX_TENSORS) {
-        return oip_fail(&sp->c, 502, "more than %d %ss", OIP_SIG_MAX_TENSORS,
-                        what);
+        return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "more than %d %ss",
+                        OIP_SIG_MAX_TENSORS, what);
     }
 
     if (sp->n[side] == sp->cap[side]) {
@@ -252,13 +253,13 @@ oip_sig_tensor(oip_sig_parse_t *sp, int side, size_t index)
 
         if (oip_json_str_eq(&w.key, "name", 4)) {
             if (*j->p != '"' || oip_json_string(j, &s) != 0) {
-                return oip_fail(&sp->c, 502, "%ss[%zu]: 'name' must be a "
-                                "string", what, index);
+                return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "%ss[%zu]: "
+                                "'name' must be a string", what, index);
             }
 
             if (s.len == 0 || oip_name_controls(&s)) {
-                return oip_fail(&sp->c, 502, "%ss[%zu]: 'name' must be a "
-                                "name", what, index);
+                return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "%ss[%zu]: "
+                                "'name' must be a name", what, index);
             }
 
             if (oip_key_make(&sp->c, &s, &t->name) != 0) {
@@ -273,8 +274,8 @@ oip_sig_tensor(oip_sig_parse_t *sp, int side, size_t index)
             }
 
             if (*j->p != '"' || oip_json_string(j, &s) != 0) {
-                return oip_fail(&sp->c, 502, "%ss[%zu]: 'datatype' must be "
-                                "a string", what, index);
+                return oip_fail(&sp->c, 502, OIP_REASON_DATATYPE, "%ss[%zu]: "
+                                "'datatype' must be a string", what, index);
             }
 
             /* a datatype unknown here ("STRING"...) is not checked */
@@ -309,8 +310,8 @@ oip_sig_tensor(oip_sig_parse_t *sp, int side, size_t index)
     }
 
     if (!named) {
-        return oip_fail(&sp->c, 502, "%ss[%zu]: 'name' is missing", what,
-                        index);
+        return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "%ss[%zu]: 'name' is "
+                        "missing", what, index);
     }
 
     if (t->dt == OIP_SIG_ANY_DT && t->rank == 0) {
@@ -337,8 +338,8 @@ oip_sig_shape(oip_sig_parse_t *sp, oip_sig_tmp_t *t, const char *what,
     j = &sp->j;
 
     if (*j->p != '[' || oip_json_array(j, &a) != 0) {
-        return oip_fail(&sp->c, 502, "%ss[%zu]: 'shape' must be an array",
-                        what, index);
+        return oip_fail(&sp->c, 502, OIP_REASON_SHAPE, "%ss[%zu]: 'shape' must "
+                        "be an array", what, index);
     }
 
     cap = 0;
@@ -352,13 +353,14 @@ oip_sig_shape(oip_sig_parse_t *sp, oip_sig_tmp_t *t, const char *what,
             || (n.neg && v != 1)
             || v > (uint64_t) INT64_MAX)
         {
-            return oip_fail(&sp->c, 502, "%ss[%zu]: 'shape' must hold "
-                            "integers from -1 up", what, index);
+            return oip_fail(&sp->c, 502, OIP_REASON_SHAPE, "%ss[%zu]: 'shape' "
+                            "must hold integers from -1 up", what, index);
         }
 
         if (t->rank == OIP_SIG_MAX_RANK) {
-            return oip_fail(&sp->c, 502, "%ss[%zu]: more than %d dimensions",
-                            what, index, OIP_SIG_MAX_RANK);
+            return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "%ss[%zu]: more "
+                            "than %d dimensions", what, index,
+                            OIP_SIG_MAX_RANK);
         }
 
         if (t->rank == cap) {
@@ -418,7 +420,7 @@ oip_sig_build(oip_sig_parse_t *sp, oip_signature_t **sig)
     }
 
     if (size > UINT32_MAX) {
-        return oip_fail(&sp->c, 502, "too large");
+        return oip_fail(&sp->c, 502, OIP_REASON_OTHER, "too large");
     }
 
     s = oip_alloc(&sp->c, size);

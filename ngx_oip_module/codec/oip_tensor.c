@@ -50,9 +50,9 @@ static const uint64_t  oip_int_negmax[] = {
 
 
 static int oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
-    const char *fmt, ...)
+    oip_reason_e reason, const char *fmt, ...)
 #if defined(__GNUC__)
-    __attribute__((format(printf, 4, 5)))
+    __attribute__((format(printf, 5, 6)))
 #endif
     ;
 static int oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
@@ -136,7 +136,7 @@ oip_dtype_find(const uint8_t *s, size_t len)
 
 static int
 oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
-    const char *fmt, ...)
+    oip_reason_e reason, const char *fmt, ...)
 {
     char     msg[OIP_ERROR_LEN];
     va_list  args;
@@ -145,7 +145,7 @@ oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
     vsnprintf(msg, sizeof(msg), fmt, args);
     va_end(args);
 
-    return oip_fail(c, status, "%s '%.*s': %s", t->what,
+    return oip_fail(c, status, reason, "%s '%.*s': %s", t->what,
                     (int) oip_utf8_cut(t->name->data, t->name->len,
                                        OIP_NAME_MAX),
                     t->name->data, msg);
@@ -211,14 +211,14 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
             return 0;
         }
 
-        return oip_tensor_fail(j->ctx, t, 400,
+        return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_DATATYPE,
                                "element %llu: expected true or false",
                                (unsigned long long) i);
     }
 
     if (dt == OIP_BYTES) {
         if (c != '"') {
-            return oip_tensor_fail(j->ctx, t, 400,
+            return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_DATATYPE,
                                    "element %llu: expected a string",
                                    (unsigned long long) i);
         }
@@ -238,8 +238,8 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
         len = oip_json_unescape(bytes->pos + 4, &s);
 
         if (len > UINT32_MAX) {
-            return oip_tensor_fail(j->ctx, t, 400, "element %llu: a BYTES "
-                                   "element is limited to 4 GB",
+            return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_OTHER, "element "
+                                   "%llu: a BYTES element is limited to 4 GB",
                                    (unsigned long long) i);
         }
 
@@ -271,7 +271,7 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
     }
 
     if (c != '-' && (c < '0' || c > '9') && c != 'N' && c != 'I') {
-        return oip_tensor_fail(j->ctx, t, 400,
+        return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_DATATYPE,
                                "element %llu: expected a number",
                                (unsigned long long) i);
     }
@@ -281,9 +281,10 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
     }
 
     if (n.special && t->finite && dt >= OIP_FP16) {
-        return oip_tensor_fail(j->ctx, t, 400, "element %llu is %.*s; "
-                               OIP_NONFINITE_WHY, (unsigned long long) i,
-                               (int) (n.end - n.start), n.start);
+        return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_OTHER,
+                               "element %llu is %.*s; " OIP_NONFINITE_WHY,
+                               (unsigned long long) i, (int) (n.end - n.start),
+                               n.start);
     }
 
     if (t->exact && oip_leaf_exact(j, t, &n, i) != 0) {
@@ -354,7 +355,7 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
     switch (oip_num_u64(&n, &m)) {
 
     case OIP_NUM_NOT_INT:
-        return oip_tensor_fail(j->ctx, t, 400,
+        return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_DATATYPE,
                                "element %llu: %.*s is not an integer",
                                (unsigned long long) i,
                                (int) oip_min(n.end - n.start, 40),
@@ -395,7 +396,7 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
 
 range:
 
-    return oip_tensor_fail(j->ctx, t, 400,
+    return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_DATATYPE,
                            "element %llu: %.*s is out of range for %s",
                            (unsigned long long) i,
                            (int) oip_min(n.end - n.start, 40), n.start,
@@ -423,10 +424,10 @@ oip_leaf_exact(oip_json_t *j, const oip_tensor_t *t, const oip_num_t *n,
     rc = n->special ? OIP_NUM_NOT_INT : oip_num_u64(n, &m);
 
     if (rc == OIP_NUM_NOT_INT) {
-        return oip_tensor_fail(j->ctx, t, 400, "element %llu: %.*s is not "
-                               "an integer", (unsigned long long) i,
-                               (int) oip_min(n->end - n->start, 40),
-                               n->start);
+        return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_DATATYPE, "element "
+                               "%llu: %.*s is not an integer",
+                               (unsigned long long) i,
+                               (int) oip_min(n->end - n->start, 40), n->start);
     }
 
     if (rc == OIP_NUM_OK && m != 0) {
@@ -440,8 +441,8 @@ oip_leaf_exact(oip_json_t *j, const oip_tensor_t *t, const oip_num_t *n,
         return 0;
     }
 
-    return oip_tensor_fail(j->ctx, t, 400, "element %llu: %.*s has no exact "
-                           "%s value", (unsigned long long) i,
+    return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_OTHER, "element %llu: "
+                           "%.*s has no exact %s value", (unsigned long long) i,
                            (int) oip_min(n->end - n->start, 40), n->start,
                            oip_dtypes[t->dt].name);
 }
@@ -686,8 +687,8 @@ oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     for (i = 0; (rc = oip_json_element(j, &a)) == 1; i++) {
 
         if (*j->p == '[') {
-            return oip_tensor_fail(j->ctx, t, 400, "data is not nested as "
-                                   "its shape %s",
+            return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_SHAPE, "data is "
+                                   "not nested as its shape %s",
                                    oip_shape_str(t, buf, sizeof(buf)));
         }
 
@@ -718,8 +719,8 @@ oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     }
 
     if (i != t->count) {
-        return oip_tensor_fail(j->ctx, t, 400, "data has %llu elements, "
-                               "shape %s needs %llu",
+        return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_SHAPE, "data has "
+                               "%llu elements, shape %s needs %llu",
                                (unsigned long long) i,
                                oip_shape_str(t, buf, sizeof(buf)),
                                (unsigned long long) t->count);
@@ -815,8 +816,8 @@ oip_data_nested(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
 
 mismatch:
 
-    rc = oip_tensor_fail(j->ctx, t, 400, "data is not nested as its "
-                         "shape %s (at depth %zu)",
+    rc = oip_tensor_fail(j->ctx, t, 400, OIP_REASON_SHAPE, "data is not nested "
+                         "as its shape %s (at depth %zu)",
                          oip_shape_str(t, buf, sizeof(buf)), level + 1);
 
 done:
@@ -840,7 +841,8 @@ oip_data_to_binary(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     const uint8_t *q;
 
     if (*j->p != '[') {
-        return oip_tensor_fail(j->ctx, t, 400, "'data' must be an array");
+        return oip_tensor_fail(j->ctx, t, 400, OIP_REASON_OTHER, "'data' must "
+                               "be an array");
     }
 
     for (q = j->p + 1; q < j->end && oip_json_ws_map[*q]; q++) {
@@ -866,8 +868,9 @@ oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
     if (t->dt == OIP_BOOL) {
         for (i = 0; i < len; i++) {
             if (src[i] > 1) {
-                return oip_tensor_fail(c, t, status, "BOOL element %zu is "
-                                       "%u, not 0 or 1", i, src[i]);
+                return oip_tensor_fail(c, t, status, OIP_REASON_OTHER, "BOOL "
+                                       "element %zu is %u, not 0 or 1", i,
+                                       src[i]);
             }
         }
 
@@ -886,9 +889,9 @@ oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
     for (i = 0; i < t->count; i++) {
 
         if (end - p < 4) {
-            return oip_tensor_fail(c, t, status, "BYTES element %zu is cut "
-                                   "off: the binary data holds %zu "
-                                   "elements, shape needs %llu", i, i,
+            return oip_tensor_fail(c, t, status, OIP_REASON_SHAPE, "BYTES "
+                                   "element %zu is cut off: the binary data "
+                                   "holds %zu elements, shape needs %llu", i, i,
                                    (unsigned long long) t->count);
         }
 
@@ -896,17 +899,17 @@ oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
         p += 4;
 
         if (n > (size_t) (end - p)) {
-            return oip_tensor_fail(c, t, status, "BYTES element %zu: its "
-                                   "length %u runs past the binary data",
-                                   i, n);
+            return oip_tensor_fail(c, t, status, OIP_REASON_OTHER, "BYTES "
+                                   "element %zu: its length %u runs past the "
+                                   "binary data", i, n);
         }
 
         p += n;
     }
 
     if (p != end) {
-        return oip_tensor_fail(c, t, status, "BYTES binary data has %zu "
-                               "bytes after its %llu elements",
+        return oip_tensor_fail(c, t, status, OIP_REASON_SHAPE, "BYTES binary "
+                               "data has %zu bytes after its %llu elements",
                                (size_t) (end - p),
                                (unsigned long long) t->count);
     }
@@ -956,8 +959,9 @@ oip_binary_finite(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
             : (size == 4) ? oip_get32(src + i) : oip_get64(src + i);
 
         if ((v & exp) == exp) {
-            return oip_tensor_fail(c, t, status, "element %zu is %s; "
-                                   OIP_NONFINITE_WHY, i / size,
+            return oip_tensor_fail(c, t, status, OIP_REASON_OTHER,
+                                   "element %zu is %s; " OIP_NONFINITE_WHY,
+                                   i / size,
                                    (v & mant) ? "NaN"
                                    : (v & sign) ? "-Infinity" : "Infinity");
         }
@@ -1027,9 +1031,9 @@ oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
             s += 4;
 
             if (!oip_utf8_valid(s, n)) {
-                return oip_tensor_fail(c, t, status, "BYTES element %zu is "
-                                       "not valid UTF-8 and cannot be JSON",
-                                       i);
+                return oip_tensor_fail(c, t, status, OIP_REASON_OTHER, "BYTES "
+                                       "element %zu is not valid UTF-8 and "
+                                       "cannot be JSON", i);
             }
 
             if (oip_out_reserve(o, oip_json_escape(NULL, s, n) + 3) != 0) {

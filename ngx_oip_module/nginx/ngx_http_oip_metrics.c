@@ -23,7 +23,7 @@
 #define NGX_HTTP_OIP_M_REJECTED   2
 
 #define NGX_HTTP_OIP_M_CODES      15        /* the list below, and "other" */
-#define NGX_HTTP_OIP_M_REASONS    8
+#define NGX_HTTP_OIP_M_REASONS    NGX_HTTP_OIP_REASONS
 #define NGX_HTTP_OIP_M_BUCKETS    11        /* the list below, and +Inf */
 #define NGX_HTTP_OIP_M_CACHE      7         /* $upstream_cache_status's */
 
@@ -68,8 +68,6 @@ static ngx_int_t ngx_http_oip_metrics_init_zone(ngx_shm_zone_t *shm_zone,
 static ngx_int_t ngx_http_oip_metrics_handler(ngx_http_request_t *r);
 static ngx_http_oip_mslot_t *ngx_http_oip_metrics_slot(
     ngx_http_oip_mzone_t *z, ngx_str_t *model, ngx_uint_t earned);
-static ngx_uint_t ngx_http_oip_metrics_reason(ngx_http_oip_ctx_t *ctx,
-    ngx_uint_t status);
 static void ngx_http_oip_metrics_observe(ngx_http_oip_mcount_t *c,
     ngx_uint_t direction, uint64_t usec);
 static u_char *ngx_http_oip_metrics_start(u_char *p, const char *metric,
@@ -82,12 +80,6 @@ static ngx_uint_t  ngx_http_oip_m_codes[NGX_HTTP_OIP_M_CODES - 1] = {
 
 static ngx_str_t  ngx_http_oip_m_outcomes[] = {
     ngx_string("passed"), ngx_string("converted"), ngx_string("rejected")
-};
-
-static ngx_str_t  ngx_http_oip_m_reasons[] = {
-    ngx_string("syntax"), ngx_string("shape"), ngx_string("datatype"),
-    ngx_string("limit"), ngx_string("signature"), ngx_string("encoding"),
-    ngx_string("other"), ngx_string("limited")
 };
 
 static ngx_str_t  ngx_http_oip_m_answers[] = {
@@ -367,7 +359,7 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
 #endif
 
     if (outcome == NGX_HTTP_OIP_M_REJECTED) {
-        i = ngx_http_oip_metrics_reason(ctx, status);
+        i = ngx_http_oip_reason(ctx, status);
         (void) ngx_atomic_fetch_add(&c->rejections[i], 1);
         return NGX_OK;
     }
@@ -500,83 +492,6 @@ ngx_http_oip_metrics_observe(ngx_http_oip_mcount_t *c, ngx_uint_t direction,
 }
 
 
-static ngx_uint_t
-ngx_http_oip_metrics_reason(ngx_http_oip_ctx_t *ctx, ngx_uint_t status)
-{
-    ngx_str_t  *e;
-
-    if (ctx == NULL || ctx->error.len == 0) {
-
-        /*
-         * refused by nginx, without an error of the module's: a size; the
-         * statuses limit_req and limit_conn answer (429, as recommended,
-         * or their default 503); anything else (a body that timed out,
-         * 408; one nginx could not parse, 400; a client gone, 499) is not
-         * a limit
-         */
-
-        switch (status) {
-        case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
-            return 3;
-        case NGX_HTTP_TOO_MANY_REQUESTS:
-        case NGX_HTTP_SERVICE_UNAVAILABLE:
-            return 7;
-        default:
-            return 6;
-        }
-    }
-
-    if (ctx->misfit || ctx->sig_refused) {
-        return 4;
-    }
-
-    switch (status) {
-    case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
-        return 3;
-    case NGX_HTTP_UNSUPPORTED_MEDIA_TYPE:
-        return 5;
-    }
-
-    /* the codec's messages say what broke; their words are stable */
-
-    e = &ctx->error;
-
-#define ngx_http_oip_says(s)                                                  \
-    (ngx_strlcasestrn(e->data, e->data + e->len, (u_char *) s,                \
-                      sizeof(s) - 2) != NULL)
-
-    if (ngx_http_oip_says("invalid JSON") || ngx_http_oip_says("holds no JSON")
-        || ngx_http_oip_says("must be a JSON"))
-    {
-        return 0;
-    }
-
-    if (ngx_http_oip_says("compress") || ngx_http_oip_says("gzip")
-        || ngx_http_oip_says("deflate"))
-    {
-        return 5;
-    }
-
-    if (ngx_http_oip_says("shape") || ngx_http_oip_says("elements")
-        || ngx_http_oip_says("binary_data_size")
-        || ngx_http_oip_says("Inference-Header-Content-Length"))
-    {
-        return 1;
-    }
-
-    if (ngx_http_oip_says("datatype") || ngx_http_oip_says("out of range")
-        || ngx_http_oip_says("not an integer")
-        || ngx_http_oip_says("expected"))
-    {
-        return 2;
-    }
-
-#undef ngx_http_oip_says
-
-    return 6;
-}
-
-
 static ngx_int_t
 ngx_http_oip_metrics_handler(ngx_http_request_t *r)
 {
@@ -673,7 +588,7 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
 
             p = ngx_http_oip_metrics_start(p, "oip_rejections_total", s);
             p = ngx_sprintf(p, "\",reason=\"%V\"} %uA\n",
-                            &ngx_http_oip_m_reasons[k], v);
+                            &ngx_http_oip_reasons[k], v);
         }
     }
 

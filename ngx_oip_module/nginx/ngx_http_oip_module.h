@@ -41,6 +41,10 @@
 #define NGX_HTTP_OIP_LOOKUP_FAILED     3
 
 
+/* the reasons a request is refused for (ngx_http_oip_reasons[]) */
+#define NGX_HTTP_OIP_REASONS           8
+
+
 /* what became of the upstream's answer, for the metrics */
 #define NGX_HTTP_OIP_ANSWER_CONVERTED  1
 #define NGX_HTTP_OIP_ANSWER_PASSED     2
@@ -103,6 +107,7 @@ typedef struct {
     ngx_str_t              model;
     ngx_str_t              version;   /* empty: none in the URI */
     ngx_str_t              error;
+    oip_reason_e           reason;   /* why, with error */
     ngx_str_t              page;     /* JSON for nginx's own error page */
 
     /* the model's signature, when oip_signatures is on */
@@ -204,7 +209,8 @@ ngx_int_t ngx_http_oip_infer_alias(ngx_http_request_t *r, ngx_str_t *model,
     ngx_str_t *version, ngx_str_t *msg);
 void ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt);
 ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
-    ngx_uint_t status, const char *msg);
+    ngx_uint_t status, oip_reason_e reason, const char *msg);
+ngx_uint_t ngx_http_oip_reason(ngx_http_oip_ctx_t *ctx, ngx_uint_t status);
 char *ngx_http_oip_zone_arg(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name,
     ssize_t *size);
 void ngx_http_oip_allocator(ngx_http_request_t *r, oip_alloc_t *alloc);
@@ -285,6 +291,7 @@ void ngx_http_oip_signature_init(ngx_http_oip_main_conf_t *omcf);
 
 
 extern ngx_module_t  ngx_http_oip_module;
+extern ngx_str_t     ngx_http_oip_reasons[NGX_HTTP_OIP_REASONS];
 
 
 #endif /* _NGX_HTTP_OIP_MODULE_H_INCLUDED_ */

@@ -257,6 +257,7 @@ ngx_http_oip_alias(ngx_http_request_t *r)
     ctx->model = model;
     ctx->version = version;
     ctx->error = msg;
+    ctx->reason = OIP_REASON_OTHER;
     ctx->status = NGX_DECLINED;
 
     return ngx_http_oip_send_error(r, NGX_HTTP_NOT_FOUND, &msg);
@@ -362,7 +363,7 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     }
 
     if (oip_request_framing(&res, &framing, &ihcl, &encoding, &type) != 0) {
-        return ngx_http_oip_fail(r, ctx, res.status, res.error);
+        return ngx_http_oip_fail(r, ctx, res.status, res.reason, res.error);
     }
 
     /* its binary answer goes back in the media type it came with */
@@ -512,7 +513,8 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     if (rc != 0) {
         ctx->misfit = res->misfit;
-        return ngx_http_oip_fail(r, ctx, res->status, res->error);
+        return ngx_http_oip_fail(r, ctx, res->status, res->reason,
+                                 res->error);
     }
 
     ctx->misfit = 0;
@@ -555,7 +557,8 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         /* its gRPC form: the answer is always converted back */
 
         if (ngx_http_oip_grpc_infer(r, ctx, res, &call) != NGX_OK) {
-            return ngx_http_oip_fail(r, ctx, call.status, call.error);
+            return ngx_http_oip_fail(r, ctx, call.status, call.reason,
+                                     call.error);
         }
 
         ctx->manage = 1;
@@ -578,6 +581,7 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 nomem:
 
     return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                             OIP_REASON_OTHER,
                              "out of memory");
 }
 
@@ -596,6 +600,7 @@ ngx_http_oip_rpc(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         || ngx_http_oip_grpc_target(r, ctx) != NGX_OK)
     {
         return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                 OIP_REASON_OTHER,
                                  "out of memory");
     }
 
@@ -698,6 +703,7 @@ ngx_http_oip_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
                            + olcf->max_tensor_size)
     {
         return ngx_http_oip_fail(r, ctx, NGX_HTTP_REQUEST_ENTITY_TOO_LARGE,
+                                 OIP_REASON_LIMIT,
                                  "the request body exceeds oip_max_json_size"
                                  " plus oip_max_tensor_size");
     }
@@ -745,6 +751,7 @@ ngx_http_oip_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     p = ngx_palloc(r->pool, (size_t) total ? (size_t) total : 1);
     if (p == NULL) {
         return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                 OIP_REASON_OTHER,
                                  "out of memory");
     }
 
@@ -771,6 +778,7 @@ ngx_http_oip_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
                           &b->file->name);
 
             return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                     OIP_REASON_OTHER,
                                      "the request body could not be read");
         }
 

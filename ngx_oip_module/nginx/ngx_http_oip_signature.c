@@ -99,7 +99,8 @@ static ngx_int_t ngx_http_oip_sig_fetched(ngx_http_request_t *sr, void *data,
     ngx_int_t rc);
 static void ngx_http_oip_sig_outcome(ngx_http_request_t *sr,
     ngx_http_oip_sig_t *s, ngx_int_t rc);
-static ngx_uint_t ngx_http_oip_sig_unknown(u_char *p, size_t len);
+static ngx_uint_t ngx_http_oip_sig_unknown(ngx_http_oip_sig_t *s,
+    ngx_http_request_t *sr, u_char *body, size_t len);
 static void ngx_http_oip_sig_finish(ngx_http_oip_sig_t *s);
 static void ngx_http_oip_sig_give(ngx_http_oip_sig_t *from,
     ngx_http_oip_sig_t *to);
@@ -249,6 +250,7 @@ ngx_http_oip_signature(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     {
         /* it would be a path of its own in the metadata URI */
         return ngx_http_oip_fail(r, ctx, NGX_HTTP_BAD_REQUEST,
+                                 OIP_REASON_OTHER,
                                  "the model's name or version in the URI "
                                  "is not a name");
     }
@@ -257,6 +259,7 @@ ngx_http_oip_signature(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         s = ngx_http_oip_sig_create(r, ctx);
         if (s == NULL) {
             return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                     OIP_REASON_OTHER,
                                      "out of memory");
         }
     }
@@ -298,7 +301,7 @@ ngx_http_oip_signature(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
             if (rc == NGX_ERROR) {
                 return ngx_http_oip_fail(r, ctx,
                                          NGX_HTTP_INTERNAL_SERVER_ERROR,
-                                         "out of memory");
+                                         OIP_REASON_OTHER, "out of memory");
             }
 
             /* a miss */
@@ -798,7 +801,7 @@ ngx_http_oip_sig_outcome(ngx_http_request_t *sr, ngx_http_oip_sig_t *s,
 
     if (status == NGX_HTTP_NOT_FOUND
         || (status == NGX_HTTP_BAD_REQUEST
-            && ngx_http_oip_sig_unknown(body, len)))
+            && ngx_http_oip_sig_unknown(s, sr, body, len)))
     {
         s->outcome = NGX_HTTP_OIP_SIG_NOT_FOUND;
         return;
@@ -846,23 +849,32 @@ ngx_http_oip_sig_outcome(ngx_http_request_t *sr, ngx_http_oip_sig_t *s,
 
 
 /*
- * Triton says "unknown model" with a 400: "Request for unknown model:
- * 'm' is not found", "... has no available versions".
+ * Triton before 2.42 says "unknown model" with a 400 ("Request for
+ * unknown model: 'm' is not found", "... has no available versions"):
+ * the codec's reader of runtimes' errors tells.
  */
 
 static ngx_uint_t
-ngx_http_oip_sig_unknown(u_char *p, size_t len)
+ngx_http_oip_sig_unknown(ngx_http_oip_sig_t *s, ngx_http_request_t *sr,
+    u_char *body, size_t len)
 {
-    static u_char  unknown[] = "unknown model";
-    static u_char  versions[] = "no available versions";
+    oip_alloc_t    alloc;
+    oip_header_t   type;
+    oip_result_t   res;
 
-    if (p == NULL) {
-        return 0;
+    ngx_http_oip_allocator(s->r, &alloc);
+    ngx_memzero(&type, sizeof(oip_header_t));
+
+    if (sr->headers_out.content_type.len) {
+        type.data = sr->headers_out.content_type.data;
+        type.len = sr->headers_out.content_type.len;
+        type.count = 1;
     }
 
-    return ngx_strlcasestrn(p, p + len, unknown, sizeof(unknown) - 2) != NULL
-           || ngx_strlcasestrn(p, p + len, versions, sizeof(versions) - 2)
-              != NULL;
+    (void) oip_response_error(&res, &alloc, NGX_HTTP_BAD_REQUEST, &type,
+                              body ? body : (u_char *) "", len);
+
+    return res.reason == OIP_REASON_UNKNOWN_MODEL;
 }
 
 
@@ -1072,7 +1084,8 @@ ngx_http_oip_sig_result(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
                          &ctx->version, ctx->version.len ? "'" : "");
         *p = '\0';
 
-        return ngx_http_oip_fail(r, ctx, NGX_HTTP_NOT_FOUND, (char *) msg);
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_NOT_FOUND,
+                                 OIP_REASON_SIGNATURE, (char *) msg);
 
     default:
         break;
@@ -1096,7 +1109,8 @@ ngx_http_oip_sig_result(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
                      "is not available: %V", &ctx->model, &s->why);
     *p = '\0';
 
-    return ngx_http_oip_fail(r, ctx, s->status, (char *) msg);
+    return ngx_http_oip_fail(r, ctx, s->status, OIP_REASON_OTHER,
+                             (char *) msg);
 }
 
 

@@ -302,11 +302,12 @@ ngx_http_oip_usec(void)
 
 ngx_int_t
 ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
-    ngx_uint_t status, const char *msg)
+    ngx_uint_t status, oip_reason_e reason, const char *msg)
 {
     size_t  len;
 
     len = ngx_strlen(msg);
+    ctx->reason = reason;
 
     ctx->error.data = ngx_pnalloc(r->pool, len);
     if (ctx->error.data == NULL) {
@@ -515,4 +516,57 @@ ngx_http_oip_chain(ngx_http_request_t *r, oip_seg_t *segs, size_t n,
     *last = b;
 
     return NGX_OK;
+}
+
+
+/*
+ * The reasons a request is refused for, by name: oip_reason_e's order
+ * from OIP_REASON_SYNTAX, then "limited" (nginx's limit_req and
+ * limit_conn), which only nginx decides.
+ */
+
+ngx_str_t  ngx_http_oip_reasons[NGX_HTTP_OIP_REASONS] = {
+    ngx_string("syntax"), ngx_string("shape"), ngx_string("datatype"),
+    ngx_string("limit"), ngx_string("signature"), ngx_string("encoding"),
+    ngx_string("other"), ngx_string("limited")
+};
+
+
+/* a refused request's reason, an index of ngx_http_oip_reasons[] */
+
+ngx_uint_t
+ngx_http_oip_reason(ngx_http_oip_ctx_t *ctx, ngx_uint_t status)
+{
+    if (ctx == NULL || ctx->error.len == 0) {
+
+        /*
+         * refused by nginx, without an error of the module's: a size; the
+         * statuses limit_req and limit_conn answer (429, as recommended,
+         * or their default 503); anything else (a body that timed out,
+         * 408; one nginx could not parse, 400; a client gone, 499) is not
+         * a limit
+         */
+
+        switch (status) {
+        case NGX_HTTP_REQUEST_ENTITY_TOO_LARGE:
+            return 3;
+        case NGX_HTTP_TOO_MANY_REQUESTS:
+        case NGX_HTTP_SERVICE_UNAVAILABLE:
+            return 7;
+        default:
+            return 6;
+        }
+    }
+
+    /*
+     * the refusal's reason, decided where it was decided (the codec's
+     * oip_reason_e, or the glue's): the labels are in the same order
+     */
+
+    if (ctx->reason >= OIP_REASON_SYNTAX && ctx->reason <= OIP_REASON_OTHER) {
+        return ctx->reason - OIP_REASON_SYNTAX;
+    }
+
+    return (status == NGX_HTTP_REQUEST_ENTITY_TOO_LARGE) ? 3
+           : (status == NGX_HTTP_UNSUPPORTED_MEDIA_TYPE) ? 5 : 6;
 }

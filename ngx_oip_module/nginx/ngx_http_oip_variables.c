@@ -24,6 +24,8 @@ static ngx_int_t ngx_http_oip_var_model(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_string(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_reason(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_count(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_form(ngx_http_request_t *r,
@@ -64,6 +66,9 @@ static ngx_http_variable_t  ngx_http_oip_vars[] = {
 
     { ngx_string("oip_error"), NULL, ngx_http_oip_var_string,
       offsetof(ngx_http_oip_ctx_t, error), NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_reason"), NULL, ngx_http_oip_var_reason, 0,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("oip_convert_time"), NULL, ngx_http_oip_var_convert_time,
       0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
@@ -167,6 +172,35 @@ ngx_http_oip_var_string(ngx_http_request_t *r, ngx_http_variable_value_t *v,
     }
 
     ngx_http_oip_var_str(v, str->data, str->len);
+
+    return NGX_OK;
+}
+
+
+/*
+ * Why the module refused the request, as the metrics' reason label
+ * says it (syntax, shape, datatype, limit, signature, encoding, other);
+ * empty when it did not refuse it
+ */
+
+static ngx_int_t
+ngx_http_oip_var_reason(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+    uintptr_t data)
+{
+    ngx_str_t           *name;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_var_ctx(r);
+
+    if (ctx == NULL || ctx->error.len == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    name = &ngx_http_oip_reasons[ngx_http_oip_reason(ctx,
+                                                     r->headers_out.status)];
+
+    ngx_http_oip_var_str(v, name->data, name->len);
 
     return NGX_OK;
 }

@@ -89,7 +89,7 @@ fz_segs_check(const oip_seg_t *segs, size_t nsegs, size_t header_len,
 
 
 static void
-fz_error_check(int status, const char *error)
+fz_error_check(int status, const char *error, oip_reason_e reason)
 {
     size_t  n;
 
@@ -100,9 +100,14 @@ fz_error_check(int status, const char *error)
     if (status == 0) {
         /* a failure recorded but not returned would be swallowed */
         fz_assert(n == 0, "status 0 with an error message");
+        fz_assert(reason == OIP_REASON_NONE, "status 0 with a reason");
 
     } else {
         fz_assert(n > 0, "a failure without an error message");
+
+        /* every refusal says why, for programs: one of the codec's */
+        fz_assert(reason >= OIP_REASON_SYNTAX && reason <= OIP_REASON_OTHER,
+                  "a failure without its reason");
     }
 }
 

@@ -36,8 +36,8 @@ static void fz_grpc_answer(const u_char *c, const u_char *p, size_t len,
     arena_t *arena, oip_alloc_t *alloc);
 static void fz_grpc_request(const u_char *c, const u_char *p, size_t len,
     arena_t *arena, oip_alloc_t *alloc);
-static void fz_status_check(int status, const char *error,
-    const arena_t *arena, int allowed);
+static void fz_status_check(const oip_result_t *res, const arena_t *arena,
+    int allowed);
 
 
 int
@@ -91,7 +91,7 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
 
         oip_grpc_answer(&res, alloc, rpc, p, len, &truth);
 
-        fz_status_check(res.status, res.error, arena, 502);
+        fz_status_check(&res, arena, 502);
 
         if (res.status == 0) {
             fz_segs_check(res.segs, res.nsegs, 0, res.body_len);
@@ -105,7 +105,7 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
 
     oip_grpc_response(&res, alloc, p, len, &answer, &header_len);
 
-    fz_status_check(res.status, res.error, arena, 502);
+    fz_status_check(&res, arena, 502);
 
     if (res.status != 0) {
         return;
@@ -135,7 +135,7 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
             header_len, resp.status, resp.error);
 #endif
 
-    fz_status_check(resp.status, resp.error, arena, 502);
+    fz_status_check(&resp, arena, 502);
 
     if (resp.status == 0 && resp.rewritten) {
         fz_segs_check(resp.segs, resp.nsegs, resp.header_len, resp.body_len);
@@ -192,7 +192,7 @@ fz_grpc_request(const u_char *c, const u_char *p, size_t len, arena_t *arena,
 
     oip_grpc_request(&call, alloc, &g, res.segs, res.nsegs, header_len);
 
-    fz_status_check(call.status, call.error, arena, 400);
+    fz_status_check(&call, arena, 400);
 
     if (call.status != 0) {
         return;
@@ -215,10 +215,13 @@ fz_grpc_request(const u_char *c, const u_char *p, size_t len, arena_t *arena,
 /* allowed: the one failure status besides 500 (and 413 for requests) */
 
 static void
-fz_status_check(int status, const char *error, const arena_t *arena,
-    int allowed)
+fz_status_check(const oip_result_t *res, const arena_t *arena, int allowed)
 {
-    fz_error_check(status, error);
+    int  status;
+
+    status = res->status;
+
+    fz_error_check(status, res->error, res->reason);
 
     fz_assert(status == 0 || status == 500 || status == allowed
               || (allowed == 400 && status == 413),

@@ -624,7 +624,7 @@ fz_request_check(const oip_result_t *req, const oip_options_t *opt,
               || req->status == 415 || req->status == 500,
               "request status not 0, 400, 413, 415 or 500");
 
-    fz_error_check(req->status, req->error);
+    fz_error_check(req->status, req->error, req->reason);
 
     if (req->status == 500) {
         /* 500 is for memory only; else a check failed without a status */

@@ -179,7 +179,7 @@ fz_response_check(const oip_result_t *resp, const arena_t *arena,
               || resp->status == 500,
               "response status not 0, 502 or 500");
 
-    fz_error_check(resp->status, resp->error);
+    fz_error_check(resp->status, resp->error, resp->reason);
 
     if (resp->status == 500) {
         fz_assert(arena->failed, "500 without an allocation failure");

@@ -266,7 +266,7 @@ fz_request(fz_run_t *r, oip_form_e inputs, const u_char *body, size_t len,
                                            OIP_CARRIER_HEADER },
                         body, len);
 
-    fz_error_check(req.status, req.error);
+    fz_error_check(req.status, req.error, req.reason);
 
     if (req.status != 0) {
         fprintf(stderr, "request refused: %d %s\n", req.status, req.error);
@@ -302,7 +302,7 @@ fz_response(fz_run_t *r, int binary, const u_char *body, size_t len,
                                             OIP_CARRIER_HEADER },
                          body, len);
 
-    fz_error_check(resp.status, resp.error);
+    fz_error_check(resp.status, resp.error, resp.reason);
 
     if (resp.status != 0) {
         fprintf(stderr, "answer refused: %d %s\n", resp.status, resp.error);
@@ -539,7 +539,7 @@ fz_numbers(int dt, const u_char *p, const u_char *end)
                         json,
                         q - json);
 
-    fz_error_check(req.status, req.error);
+    fz_error_check(req.status, req.error, req.reason);
 
     bin = NULL;
 

@@ -12,16 +12,15 @@ import json
 import os
 import struct
 import sys
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import GatewayTestCase, IHCL, SLOW, binary_body, run_tests
+from oiptest import GatewayTestCase, IHCL, binary_body, run_tests, wait_for
 
 VARS = ["oip_model", "oip_model_version", "oip_request_id", "oip_inputs",
         "oip_elements", "oip_tensor_bytes", "oip_in_form",
-        "oip_upstream_form", "oip_error", "oip_convert_time", "oip_digest",
-        "status", "request_uri"]
+        "oip_upstream_form", "oip_error", "oip_reason", "oip_convert_time",
+        "oip_digest", "status", "request_uri"]
 
 
 class Variables(GatewayTestCase):
@@ -65,18 +64,33 @@ class Variables(GatewayTestCase):
                                   rt=cls.rt.port)
         cls.log = os.path.join(cls.ngx.dir, "oip.log")
 
+    sent = {}
+
+    def post(self, uri, body, headers=None):
+        self.sent[uri] = self.sent.get(uri, 0) + 1
+        return self.ngx.post(uri, body, headers)
+
+    def get(self, uri):
+        self.sent[uri] = self.sent.get(uri, 0) + 1
+        return self.ngx.request("GET", uri)
+
     def logged(self, uri):
-        """The access log's fields for the last request to uri."""
-        deadline = time.time() + 5 * SLOW
-        while time.time() < deadline:
-            if os.path.exists(self.log):
-                with open(self.log) as f:
-                    for line in reversed(f.read().splitlines()):
-                        fields = dict(zip(VARS, line.split("\t")))
-                        if fields.get("request_uri") == uri:
-                            return fields
-            time.sleep(0.05)
-        self.fail("no log line for %s" % uri)
+        """The access log's fields for the last request to uri, once every
+        request sent to it is logged: a request is logged after its answer
+        is sent, by whichever worker had it."""
+        def lines():
+            if not os.path.exists(self.log):
+                return []
+            with open(self.log) as f:
+                return [fields for fields in (
+                    dict(zip(VARS, line.split("\t")))
+                    for line in f.read().splitlines())
+                    if fields.get("request_uri") == uri]
+        got = wait_for(lines, lambda ls: len(ls) >= self.sent.get(uri, 0)
+                       and ls)
+        if not got:
+            self.fail("no log line for %s" % uri)
+        return got[-1]
 
     def check(self, fields, **want):
         for k, v in want.items():
@@ -89,13 +103,14 @@ class Variables(GatewayTestCase):
              "data": [1.5, 2]},
             {"name": "INPUT1", "datatype": "INT8", "shape": [1, 3],
              "data": [[1, 2, 3]]}]}
-        st, _, body = self.ngx.post(uri, json.dumps(doc))
+        st, _, body = self.post(uri, json.dumps(doc))
         self.assertEqual(st, 200, body)
         f = self.logged(uri)
         self.check(f, model="identity", model_version="",
                    request_id='req-\\u00e9\\"7'.replace("\\u00e9", "é"),
                    inputs="2", elements="5", tensor_bytes="11",
-                   in_form="json", upstream_form="binary", error="")
+                   in_form="json", upstream_form="binary", error="",
+                   reason="")
         self.assertRegex(f["oip_convert_time"], r"^\d+\.\d{3}$")
         self.assertRegex(f["oip_digest"], r"^[0-9a-f]{64}$")
 
@@ -106,7 +121,7 @@ class Variables(GatewayTestCase):
              "parameters": {"binary_data_size": 4}},
             {"name": "INPUT1", "datatype": "BOOL", "shape": [1],
              "data": [True]}]}, [struct.pack("<2h", 1, -1)])
-        st, _, out = self.ngx.post(uri, body, {IHCL: str(n)})
+        st, _, out = self.post(uri, body, {IHCL: str(n)})
         self.assertEqual(st, 200, out)
         self.check(self.logged(uri), model="identity", model_version="1",
                    request_id="", inputs="2", elements="3",
@@ -116,13 +131,13 @@ class Variables(GatewayTestCase):
         body, n = binary_body({"inputs": [
             {"name": "INPUT0", "datatype": "UINT8", "shape": [4],
              "parameters": {"binary_data_size": 4}}]}, [b"\1\2\3\4"])
-        self.ngx.post(uri, body, {IHCL: str(n)})
+        self.post(uri, body, {IHCL: str(n)})
         self.check(self.logged(uri), inputs="1", tensor_bytes="4",
                    in_form="binary", upstream_form="binary")
 
     def test_raw(self):
         uri = "/raw/v2/models/identity/infer"
-        st, _, out = self.ngx.post(uri, struct.pack("<3f", 1, 2, 3),
+        st, _, out = self.post(uri, struct.pack("<3f", 1, 2, 3),
                                    {IHCL: "0"})
         self.assertEqual(st, 200, out)
         f = self.logged(uri)
@@ -130,7 +145,7 @@ class Variables(GatewayTestCase):
                    tensor_bytes="12", in_form="raw", upstream_form="binary")
         self.assertRegex(f["oip_digest"], r"^[0-9a-f]{64}$")
         uri = "/keep/v2/models/identity_fp32/infer"
-        self.ngx.post(uri, struct.pack("<2f", 1, 2), {IHCL: "0"})
+        self.post(uri, struct.pack("<2f", 1, 2), {IHCL: "0"})
         self.check(self.logged(uri), inputs="1", elements="0",
                    tensor_bytes="8", in_form="raw", upstream_form="raw")
 
@@ -138,7 +153,7 @@ class Variables(GatewayTestCase):
         uri = "/keep/v2/models/identity/infer?gz"
         doc = {"inputs": [{"name": "INPUT0", "datatype": "INT32",
                            "shape": [3], "data": [1, 2, 3]}]}
-        st, _, out = self.ngx.post(uri, gzip.compress(json.dumps(doc)
+        st, _, out = self.post(uri, gzip.compress(json.dumps(doc)
                                                       .encode()),
                                    {"Content-Encoding": "gzip"})
         self.assertEqual(st, 200, out)
@@ -149,16 +164,16 @@ class Variables(GatewayTestCase):
         uri = "/binary/v2/models/simple/infer"
         doc = {"id": "x", "inputs": [{"name": "INPUT0", "datatype": "INT32",
                                       "shape": [2], "data": [1]}]}
-        self.assertJSONError(self.ngx.post(uri, json.dumps(doc)), 400)
+        self.assertJSONError(self.post(uri, json.dumps(doc)), 400)
         f = self.logged(uri)
         self.check(f, model="simple", request_id="", inputs="",
                    in_form="", convert_time="", digest="",
                    error="input 'INPUT0': data has 1 elements, shape [2] "
-                         "needs 2")
+                         "needs 2", reason="shape")
         self.assertEqual(f["status"], "400")
 
     def test_not_infer(self):
-        self.ngx.request("GET", "/v2/models/simple")
+        self.get("/v2/models/simple")
         f = self.logged("/v2/models/simple")
         self.check(f, model="", model_version="", inputs="", error="",
                    digest="")
@@ -168,12 +183,12 @@ class Variables(GatewayTestCase):
         phase, oip on or not."""
         doc = json.dumps({"inputs": [{"name": "INPUT0", "datatype": "INT8",
                                       "shape": [1], "data": [1]}]})
-        first = self.ngx.post("/limited/v2/models/identity/infer", doc)[0]
-        again = self.ngx.post("/limited/v2/models/identity/infer", doc)
+        first = self.post("/limited/v2/models/identity/infer", doc)[0]
+        again = self.post("/limited/v2/models/identity/infer", doc)
         # refused before the body, in the protocol's shape all the same
         self.assertJSONError(again, 429, "too many requests")
         again = again[0]
-        other = self.ngx.post("/limited/v2/models/identity_fp32/infer",
+        other = self.post("/limited/v2/models/identity_fp32/infer",
                               json.dumps({"inputs": [
                                   {"name": "INPUT0", "datatype": "FP32",
                                    "shape": [1], "data": [1]}]}))[0]

@@ -904,6 +904,78 @@ test_stats(void)
 }
 
 
+/* each refusal says why for programs, where it is decided */
+
+static void
+reason_is(const char *json, off_t ihcl, oip_encoding_e enc, size_t max_json,
+    oip_reason_e want)
+{
+    int            st;
+    run_t          r;
+    oip_options_t  o;
+
+    o = opts;
+    o.inputs = OIP_FORM_BINARY;
+
+    if (max_json) {
+        o.max_json_size = max_json;
+    }
+
+    st = run_opts(&r, &o, json, strlen(json), NULL, 0, ihcl, enc);
+
+    if (!ok(st != 0 && r.req.reason == want, "refused, reason %d: %.50s",
+            (int) want, json))
+    {
+        diag("status %d, reason %d: %s", st, (int) r.req.reason,
+             r.req.error);
+    }
+
+    run_free(&r);
+}
+
+
+static void
+test_reasons(void)
+{
+    run_t  r;
+
+    static const char  good[] = "{\"inputs\":[{\"name\":\"x\",\"shape\":[1],"
+                                "\"datatype\":\"INT8\",\"data\":[1]}]}";
+
+    reason_is("{\"inputs\": [", -1, OIP_ENC_NONE, 0, OIP_REASON_SYNTAX);
+    reason_is("[1, 2]", -1, OIP_ENC_NONE, 0, OIP_REASON_SYNTAX);
+    reason_is("{\"inputs\":[{\"name\":\"x\",\"shape\":[3],"
+              "\"datatype\":\"INT32\",\"data\":[1]}]}", -1, OIP_ENC_NONE, 0,
+              OIP_REASON_SHAPE);
+    reason_is("{\"inputs\":[{\"name\":\"x\",\"shape\":[1],"
+              "\"datatype\":\"FP8\",\"data\":[1]}]}", -1, OIP_ENC_NONE, 0,
+              OIP_REASON_DATATYPE);
+    reason_is("{\"inputs\":[{\"name\":\"x\",\"shape\":[1],"
+              "\"datatype\":\"INT8\",\"data\":[300]}]}", -1, OIP_ENC_NONE, 0,
+              OIP_REASON_DATATYPE);
+    reason_is("{\"inputs\":[]}", -1, OIP_ENC_NONE, 0, OIP_REASON_OTHER);
+    reason_is("{\"inputs\":[], \"pad\":\"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+              -1, OIP_ENC_NONE, 16, OIP_REASON_LIMIT);
+    reason_is("this is no gzip stream", -1, OIP_ENC_GZIP, 0,
+              OIP_REASON_ENCODING);
+
+    /* bytes after the JSON, within an IHCL or without one: broken JSON */
+
+    reason_is("{\"inputs\":[]} xy", 16, OIP_ENC_NONE, 0, OIP_REASON_SYNTAX);
+    reason_is("{\"inputs\":[]} xy", -1, OIP_ENC_NONE, 0, OIP_REASON_SYNTAX);
+
+    /* an IHCL past the body: the binary framing */
+
+    reason_is("{\"inputs\":[]}", 99, OIP_ENC_NONE, 0, OIP_REASON_SHAPE);
+
+    /* and none for a request accepted */
+
+    ok(run(&r, OIP_FORM_BINARY, good, strlen(good), NULL, 0, -1) == 0
+       && r.req.reason == OIP_REASON_NONE, "accepted: no reason");
+    run_free(&r);
+}
+
+
 int
 main(void)
 {
@@ -917,6 +989,7 @@ main(void)
     test_carriers();
     test_alloc_failures();
     test_stats();
+    test_reasons();
 
     return tap_done();
 }

@@ -504,6 +504,55 @@ test_errors(void)
 }
 
 
+/* a runtime's words, read for programs: the reason of its error answer */
+
+static void
+reason_is(int status, const char *body, oip_reason_e want)
+{
+    arena_t       arena;
+    oip_alloc_t   alloc;
+    oip_result_t  res;
+    oip_header_t  h;
+
+    arena_init(&arena, &alloc);
+    memset(&h, 0, sizeof(h));
+
+    (void) oip_response_error(&res, &alloc, status, &h, (const u_char *) body,
+                              strlen(body));
+
+    ok(res.reason == want, "%d %.60s: reason %d", status, body,
+       (int) res.reason);
+
+    arena_destroy(&arena);
+}
+
+
+static void
+test_error_reasons(void)
+{
+    /* Triton's words, read in its source (model_repository_manager.cc,
+     * dynamic_batch_scheduler.cc, sequence_batch_scheduler.cc) */
+
+    reason_is(404, "{\"error\":\"Request for unknown model: 'm' is not "
+              "found\"}", OIP_REASON_UNKNOWN_MODEL);
+    reason_is(400, "{\"error\":\"Request for unknown model: 'm' has no "
+              "available versions\"}", OIP_REASON_UNKNOWN_MODEL);
+    reason_is(503, "{\"error\":\"Exceeds maximum queue size\"}",
+              OIP_REASON_QUEUE_FULL);
+    reason_is(400, "{\"error\":\"inference request for sequence 7 to model "
+              "'seq' must specify the START flag on the first request of "
+              "the sequence\"}", OIP_REASON_SEQUENCE_START);
+    reason_is(400, "text: EXCEEDS MAXIMUM QUEUE SIZE", OIP_REASON_QUEUE_FULL);
+
+    /* others' words say nothing a program reads */
+
+    reason_is(404, "{\"detail\":\"Model m not found\"}", OIP_REASON_NONE);
+    reason_is(422, "{\"detail\":[{\"msg\":\"field required\"}]}",
+              OIP_REASON_NONE);
+    reason_is(500, "", OIP_REASON_NONE);
+}
+
+
 int
 main(void)
 {
@@ -513,6 +562,7 @@ main(void)
     test_nonfinite();
     test_json_limit();
     test_errors();
+    test_error_reasons();
 
     return tap_done();
 }

@@ -221,7 +221,9 @@ misfit(oip_options_t *o, const char *json, const char *msg)
 
     st = check(o, json, NULL, 0, -1, &r);
 
-    if (!ok(st == 400 && r.req.misfit && strstr(r.req.error, msg) != NULL,
+    if (!ok(st == 400 && r.req.misfit
+            && r.req.reason == OIP_REASON_SIGNATURE
+            && strstr(r.req.error, msg) != NULL,
             "refused: \"%s\"", msg))
     {
         diag("got %d (misfit %d): %s", st, r.req.misfit, r.req.error);
