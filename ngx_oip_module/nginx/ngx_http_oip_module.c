@@ -328,10 +328,8 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->grpc_typed = NGX_CONF_UNSET_UINT;
     conf->carrier = NGX_CONF_UNSET_UINT;
     conf->grpc_max_message = NGX_CONF_UNSET_SIZE;
-#if (NGX_THREADS)
     conf->thread_pool = NGX_CONF_UNSET_PTR;
     conf->thread_threshold = NGX_CONF_UNSET_SIZE;
-#endif
 
     return conf;
 }
@@ -394,12 +392,10 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_size_value(conf->grpc_max_message, prev->grpc_max_message,
                               4 * 1024 * 1024);
 
-#if (NGX_THREADS)
     /* below that, posting costs more than converting in the worker */
     ngx_conf_merge_ptr_value(conf->thread_pool, prev->thread_pool, NULL);
     ngx_conf_merge_size_value(conf->thread_threshold, prev->thread_threshold,
                               256 * 1024);
-#endif
 
     return NGX_CONF_OK;
 }

@@ -92,11 +92,10 @@ typedef struct {
     /* how the upstream is told the JSON header's length */
     ngx_uint_t             carrier;         /* oip_carrier_e */
 
-#if (NGX_THREADS)
-    /* oip_thread_pool NAME [threshold=SIZE]; NULL: inline */
-    ngx_thread_pool_t     *thread_pool;
+    /* oip_thread_pool NAME [threshold=SIZE]; NULL: inline (a
+     * ngx_thread_pool_t, which nginx without threads does not have) */
+    void                  *thread_pool;
     size_t                 thread_threshold;
-#endif
 } ngx_http_oip_loc_conf_t;
 
 
@@ -158,41 +157,41 @@ typedef struct {
 } ngx_http_oip_ctx_t;
 
 
-#if (NGX_THREADS)
+/*
+ * A conversion: the codec's call and what follows its verdict.  One
+ * runner (ngx_http_oip_thread.c) runs it in the worker or, when the
+ * location's thread pool takes it, in a thread; done() is called in the
+ * worker either way, resume() after a thread only.
+ */
 
-/* a conversion in a thread (ngx_http_oip_thread.c) */
+typedef struct ngx_http_oip_run_s  ngx_http_oip_run_t;
 
-typedef struct ngx_http_oip_job_s  ngx_http_oip_job_t;
+typedef ngx_int_t (*ngx_http_oip_done_pt)(ngx_http_request_t *r,
+    ngx_http_oip_run_t *run);
+typedef void (*ngx_http_oip_resume_pt)(ngx_http_request_t *r,
+    ngx_int_t rc);
 
-typedef void (*ngx_http_oip_job_pt)(ngx_http_request_t *r,
-    ngx_http_oip_job_t *job);
+struct ngx_http_oip_run_s {
+    ngx_http_request_t       *r;
+    ngx_http_oip_done_pt      done;      /* the verdict, in the worker */
+    ngx_http_oip_resume_pt    resume;    /* on with it, after a thread */
 
-struct ngx_http_oip_job_s {
-    ngx_http_request_t    *r;
-    ngx_http_oip_job_pt    done;        /* in the worker, once converted */
-    ngx_thread_task_t     *task;
-    ngx_event_t            hold;        /* a timer while it runs */
-    ngx_pool_t            *pool;        /* the thread's, freed with r */
-    ngx_log_t              log;
+    /* the codec's call */
+    unsigned                  response:1;  /* an answer, else a request */
+    unsigned                  digested:1;  /* digest set up: $oip_digest */
+    unsigned                  threaded:1;  /* it ran in a thread */
+    oip_options_t             opt;
+    oip_framing_t             framing;
+    oip_digest_t              digest;
+    oip_wish_t               *wish;
+    const u_char             *body;
+    size_t                    len;
 
-    /* the codec's call, set before posting */
-    unsigned               response:1;  /* an answer, else a request */
-    unsigned               digested:1;  /* digest set up for $oip_digest */
-    oip_alloc_t            alloc;
-    oip_options_t          opt;
-    oip_framing_t          framing;
-    oip_digest_t           digest;
-    oip_wish_t            *wish;
-    const u_char          *body;
-    size_t                 len;
-
-    /* its outcome, set in the thread */
-    oip_result_t           res;
-    int                    rc;
-    uint64_t               usec;
+    /* its outcome */
+    oip_result_t              res;
+    int                       rc;
+    uint64_t                  usec;
 };
-
-#endif
 
 
 /* the two paths, registered by the module */
@@ -227,13 +226,10 @@ ngx_int_t ngx_http_oip_chain(ngx_http_request_t *r, oip_seg_t *segs,
     size_t n, ngx_chain_t **out, ngx_buf_t **last);
 
 
-/* big conversions in a thread pool (ngx_http_oip_thread.c) */
+/* the conversion runner, big ones in a thread (ngx_http_oip_thread.c) */
 char *ngx_http_oip_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
-#if (NGX_THREADS)
-ngx_http_oip_job_t *ngx_http_oip_job(ngx_http_request_t *r, size_t len);
-ngx_int_t ngx_http_oip_job_post(ngx_http_oip_job_t *job);
-#endif
+ngx_int_t ngx_http_oip_run(ngx_http_oip_run_t *run);
 
 /* the gRPC transport (ngx_http_oip_grpc.c) */
 ngx_int_t ngx_http_oip_grpc_route(ngx_http_request_t *r, ngx_uint_t *rpc,

@@ -34,14 +34,11 @@ static ngx_int_t ngx_http_oip_rpc(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_send_on(ngx_http_request_t *r,
     oip_result_t *res);
-#if (NGX_THREADS)
-static ngx_int_t ngx_http_oip_process_thread(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx, oip_framing_t *framing, u_char *body,
-    size_t len);
-static void ngx_http_oip_thread_done(ngx_http_request_t *r,
-    ngx_http_oip_job_t *job);
+static ngx_int_t ngx_http_oip_process_done(ngx_http_request_t *r,
+    ngx_http_oip_run_t *run);
+static void ngx_http_oip_process_resume(ngx_http_request_t *r,
+    ngx_int_t rc);
 static void ngx_http_oip_resume_handler(ngx_http_request_t *r);
-#endif
 static ngx_int_t ngx_http_oip_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char **data, size_t *len);
 static u_char *ngx_http_oip_body_join(ngx_http_request_t *r, off_t total);
@@ -336,16 +333,13 @@ ngx_http_oip_resume(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 static ngx_int_t
 ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    size_t          len;
-    u_char         *body;
-    uint64_t        start;
-    ngx_int_t       rc, digest;
-    oip_alloc_t     alloc;
-    oip_digest_t    dg;
-    oip_header_t    ihcl, encoding, type;
-    oip_result_t    res;
-    oip_options_t   opt;
-    oip_framing_t   framing;
+    size_t               len;
+    u_char              *body;
+    ngx_int_t            rc;
+    oip_header_t         ihcl, encoding, type;
+    oip_result_t         res;
+    oip_framing_t        framing;
+    ngx_http_oip_run_t   run;
 
     (void) ngx_http_oip_header(&r->headers_in.headers, &ngx_http_oip_ihcl,
                                &ihcl);
@@ -389,95 +383,58 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         ctx->ihcl = framing.ihcl;
     }
 
-#if (NGX_THREADS)
-    rc = ngx_http_oip_process_thread(r, ctx, &framing, body, len);
-    if (rc != NGX_DECLINED) {
-        return rc;
-    }
-#endif
+    /* converted here, or in a thread: NGX_BUSY, the request parked */
 
-    ngx_http_oip_options(r, &opt);
-    ngx_http_oip_allocator(r, &alloc);
+    run.r = r;
+    run.done = ngx_http_oip_process_done;
+    run.resume = ngx_http_oip_process_resume;
+    run.response = 0;
+    run.threaded = 0;
+    run.framing = framing;
+    run.wish = NULL;
+    run.body = body;
+    run.len = len;
 
-    opt.signature = ctx->signature;
-    opt.model = ctx->model.data;
-    opt.model_len = ctx->model.len;
+    ngx_http_oip_options(r, &run.opt);
 
-    start = ngx_http_oip_usec();
+    run.opt.signature = ctx->signature;
+    run.opt.model = ctx->model.data;
+    run.opt.model_len = ctx->model.len;
 
-    digest = ngx_http_oip_digest_begin(r, ctx, &dg, &opt);
+    run.digested = (ngx_http_oip_digest_begin(r, ctx, &run.digest, &run.opt)
+                    == NGX_OK);
 
-    rc = oip_request_process(&res, &alloc, &opt, &framing, body, len);
-
-    if (digest == NGX_OK) {
-        ngx_http_oip_digest_end(r, ctx, &dg, rc == 0 && res.digested);
-    }
-
-    ctx->request_usec += ngx_http_oip_usec() - start;
-
-    return ngx_http_oip_processed(r, ctx, (int) rc, &res);
+    return ngx_http_oip_run(&run);
 }
 
 
-#if (NGX_THREADS)
-
-/*
- * NGX_BUSY: converting in a thread; NGX_DECLINED: not there, convert
- * in the worker.  The thread's call is the worker's, on the job's memory.
- */
+/* the codec's verdict, in the worker: inline, or once the thread is done */
 
 static ngx_int_t
-ngx_http_oip_process_thread(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
-    oip_framing_t *framing, u_char *body, size_t len)
-{
-    ngx_http_oip_job_t  *job;
-
-    job = ngx_http_oip_job(r, len);
-    if (job == NULL) {
-        return NGX_DECLINED;
-    }
-
-    ngx_http_oip_options(r, &job->opt);
-
-    job->opt.signature = ctx->signature;
-    job->opt.model = ctx->model.data;
-    job->opt.model_len = ctx->model.len;
-
-    job->done = ngx_http_oip_thread_done;
-    job->framing = *framing;
-    job->body = body;
-    job->len = len;
-
-    job->digested = (ngx_http_oip_digest_begin(r, ctx, &job->digest,
-                                               &job->opt)
-                     == NGX_OK);
-
-    if (ngx_http_oip_job_post(job) == NGX_OK) {
-        return NGX_BUSY;
-    }
-
-    if (job->digested) {
-        ngx_http_oip_digest_end(r, ctx, &job->digest, 0);
-    }
-
-    return NGX_DECLINED;
-}
-
-
-static void
-ngx_http_oip_thread_done(ngx_http_request_t *r, ngx_http_oip_job_t *job)
+ngx_http_oip_process_done(ngx_http_request_t *r, ngx_http_oip_run_t *run)
 {
     ngx_http_oip_ctx_t  *ctx;
 
     ctx = ngx_http_oip_get_ctx(r);
 
-    if (job->digested) {
-        ngx_http_oip_digest_end(r, ctx, &job->digest,
-                                job->rc == 0 && job->res.digested);
+    if (run->digested) {
+        ngx_http_oip_digest_end(r, ctx, &run->digest,
+                                run->rc == 0 && run->res.digested);
     }
 
-    ctx->request_usec += job->usec;
-    ctx->status = ngx_http_oip_processed(r, ctx, job->rc, &job->res);
+    ctx->request_usec += run->usec;
+
+    return ngx_http_oip_processed(r, ctx, run->rc, &run->res);
+}
+
+
+static void
+ngx_http_oip_process_resume(ngx_http_request_t *r, ngx_int_t rc)
+{
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_get_ctx(r);
+    ctx->status = rc;
 
     /*
      * Unless the request was terminated meanwhile (its finalizer waits
@@ -498,8 +455,6 @@ ngx_http_oip_resume_handler(ngx_http_request_t *r)
 {
     ngx_http_oip_resume(r, ngx_http_oip_get_ctx(r));
 }
-
-#endif
 
 
 /* what follows the codec's verdict, in the worker */

@@ -34,12 +34,10 @@ static ngx_int_t ngx_http_oip_convert(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_framing_t *framing);
 static ngx_int_t ngx_http_oip_answered(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
-#if (NGX_THREADS)
-static ngx_int_t ngx_http_oip_finish_thread(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx, oip_options_t *opt, oip_framing_t *framing);
-static void ngx_http_oip_answer_done(ngx_http_request_t *r,
-    ngx_http_oip_job_t *job);
-#endif
+static ngx_int_t ngx_http_oip_convert_done(ngx_http_request_t *r,
+    ngx_http_oip_run_t *run);
+static void ngx_http_oip_convert_resume(ngx_http_request_t *r,
+    ngx_int_t rc);
 static ngx_int_t ngx_http_oip_finish_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_answer_error(ngx_http_request_t *r,
@@ -583,112 +581,87 @@ ngx_http_oip_finish_grpc(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 }
 
 
-/* the held answer (ctx->buf), framed so, given the client's form */
+/*
+ * The held answer (ctx->buf), framed so, given the client's form: here,
+ * or in a thread (NGX_AGAIN then, the answer held back: the writer waits
+ * on r->buffered and r->aio).
+ */
 
 static ngx_int_t
 ngx_http_oip_convert(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_framing_t *framing)
 {
-    int             rc;
-    uint64_t        start;
-    oip_alloc_t     alloc;
-    oip_result_t    res;
-    oip_options_t   opt;
+    ngx_int_t            rc;
+    ngx_http_oip_run_t   run;
 
-    ngx_http_oip_options(r, &opt);
-    ngx_http_oip_allocator(r, &alloc);
+    run.r = r;
+    run.done = ngx_http_oip_convert_done;
+    run.resume = ngx_http_oip_convert_resume;
+    run.response = 1;
+    run.digested = 0;
+    run.threaded = 0;
+    run.framing = *framing;
+    run.wish = &ctx->wish;
+    run.body = ctx->buf ? ctx->buf : (u_char *) "";
+    run.len = ctx->len;
+
+    ngx_http_oip_options(r, &run.opt);
 
     /* from the cache: the answer to another request, its id not ours */
 
     if (r->cached) {
-        opt.answer_id_set = 1;
-        opt.answer_id = ctx->id.len ? ctx->id.data : NULL;
-        opt.answer_id_len = ctx->id.len;
+        run.opt.answer_id_set = 1;
+        run.opt.answer_id = ctx->id.len ? ctx->id.data : NULL;
+        run.opt.answer_id_len = ctx->id.len;
     }
 
-#if (NGX_THREADS)
-    rc = ngx_http_oip_finish_thread(r, ctx, &opt, framing);
-    if (rc != NGX_DECLINED) {
-        return rc;
+    rc = ngx_http_oip_run(&run);
+
+    if (rc == NGX_BUSY) {
+        r->buffered |= NGX_HTTP_OIP_BUFFERED;
+        return NGX_AGAIN;
     }
-#endif
 
-    start = ngx_http_oip_usec();
-
-    rc = oip_response_process(&res, &alloc, &opt, &ctx->wish, framing,
-                              ctx->buf ? ctx->buf : (u_char *) "", ctx->len);
-
-    ctx->answer_usec += ngx_http_oip_usec() - start;
-
-    return ngx_http_oip_answered(r, ctx, rc, &res);
+    return rc;
 }
 
-
-#if (NGX_THREADS)
-
-/*
- * NGX_AGAIN: converting in a thread, the answer held back (the writer
- * waits on r->buffered and r->aio); NGX_DECLINED: convert in the worker.
- */
 
 static ngx_int_t
-ngx_http_oip_finish_thread(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
-    oip_options_t *opt, oip_framing_t *framing)
+ngx_http_oip_convert_done(ngx_http_request_t *r, ngx_http_oip_run_t *run)
 {
-    ngx_http_oip_job_t  *job;
-
-    job = ngx_http_oip_job(r, ctx->len);
-    if (job == NULL) {
-        return NGX_DECLINED;
-    }
-
-    job->response = 1;
-    job->done = ngx_http_oip_answer_done;
-    job->opt = *opt;
-    job->framing = *framing;
-    job->wish = &ctx->wish;
-    job->body = ctx->buf ? ctx->buf : (u_char *) "";
-    job->len = ctx->len;
-
-    if (ngx_http_oip_job_post(job) != NGX_OK) {
-        return NGX_DECLINED;
-    }
-
-    r->buffered |= NGX_HTTP_OIP_BUFFERED;
-
-    return NGX_AGAIN;
-}
-
-
-static void
-ngx_http_oip_answer_done(ngx_http_request_t *r, ngx_http_oip_job_t *job)
-{
-    ngx_int_t            rc;
-    ngx_connection_t    *c;
     ngx_http_oip_ctx_t  *ctx;
 
-    c = r->connection;
     ctx = ngx_http_oip_get_ctx(r);
 
     r->buffered &= ~NGX_HTTP_OIP_BUFFERED;
-    ctx->answer_usec += job->usec;
+    ctx->answer_usec += run->usec;
 
     /* a client gone meanwhile gets nothing: its request is ending */
 
-    if (!c->error) {
-        rc = ngx_http_oip_answered(r, ctx, job->rc, &job->res);
-
-        if (rc == NGX_ERROR) {
-            c->error = 1;
-        }
+    if (run->threaded && r->connection->error) {
+        return NGX_ERROR;
     }
 
-    /* on with whatever waits: the writer, the upstream, a finalizer */
+    return ngx_http_oip_answered(r, ctx, run->rc, &run->res);
+}
+
+
+/* after a thread: on with whatever waits (the writer, the upstream, a
+ * finalizer) */
+
+static void
+ngx_http_oip_convert_resume(ngx_http_request_t *r, ngx_int_t rc)
+{
+    ngx_connection_t  *c;
+
+    c = r->connection;
+
+    if (rc == NGX_ERROR) {
+        c->error = 1;
+    }
 
     c->write->handler(c->write);
 }
-
-#endif
 
 
 /* the codec's verdict on an answer: it goes out, or a JSON error */

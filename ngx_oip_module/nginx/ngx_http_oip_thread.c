@@ -2,27 +2,47 @@
 /*
  * Copyright (C) ngx_oip_module authors
  *
- * Large conversions in an nginx thread pool (oip_thread_pool), so that a
- * big tensor does not stall the small requests of its worker.
+ * The one runner of conversions: each path builds its conversion (the
+ * codec's call, and what follows the verdict) and hands it here, which
+ * runs it in the worker or, for one above oip_thread_pool's threshold, in
+ * an nginx thread pool, so that a big tensor does not stall the small
+ * requests of its worker.  Both end in the path's done(), in the worker.
  *
- * The codec runs there on a pool of its own, created here before the
- * task is posted and destroyed with the request: nginx's pools are not
- * thread-safe, and the worker goes on allocating from the request's pool
- * meanwhile.  The request is parked as nginx parks it for aio threads
- * (r->main->blocked keeps it from being freed, r->aio keeps the writer
- * waiting) and resumed by the completion handler, in the worker's event
- * loop, which gives the result back to the path that posted it.
+ * In a thread the codec runs on a pool of its own, created here before
+ * the task is posted and destroyed with the request: nginx's pools are
+ * not thread-safe, and the worker goes on allocating from the request's
+ * pool meanwhile.  The request is parked as nginx parks it for aio
+ * threads (r->main->blocked keeps it from being freed, r->aio keeps the
+ * writer waiting) and resumed by the completion handler, in the worker's
+ * event loop, which gives the result back to the path that posted it.
  */
 
 
 #include "ngx_http_oip_module.h"
 
 
+static void ngx_http_oip_run_codec(ngx_http_oip_run_t *run,
+    const oip_alloc_t *alloc);
+
 #if (NGX_THREADS)
 
 /* how often the timer that keeps a quitting worker waiting comes back */
 #define NGX_HTTP_OIP_JOB_HOLD  60000
 
+
+/* a conversion posted to a thread: a copy of it, and the thread's part */
+
+typedef struct {
+    ngx_http_oip_run_t     run;
+    ngx_thread_task_t     *task;
+    ngx_event_t            hold;        /* a timer while it runs */
+    ngx_pool_t            *pool;        /* the thread's, freed with r */
+    ngx_log_t              log;
+    oip_alloc_t            alloc;
+} ngx_http_oip_job_t;
+
+
+static ngx_int_t ngx_http_oip_job_post(ngx_http_oip_run_t *run);
 static void ngx_http_oip_job_run(void *data, ngx_log_t *log);
 static void ngx_http_oip_job_event(ngx_event_t *ev);
 static void ngx_http_oip_job_hold(ngx_event_t *ev);
@@ -98,40 +118,90 @@ ngx_http_oip_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 }
 
 
+/*
+ * Runs a conversion: in a thread when the location's pool takes it
+ * (NGX_BUSY: run->done() and run->resume() are called later, in the
+ * worker), else here; then what run->done() returned.  The run may be
+ * the caller's, on its stack: a thread gets a copy.
+ */
+
+ngx_int_t
+ngx_http_oip_run(ngx_http_oip_run_t *run)
+{
+    oip_alloc_t  alloc;
+
+#if (NGX_THREADS)
+    if (ngx_http_oip_job_post(run) == NGX_OK) {
+        return NGX_BUSY;
+    }
+#endif
+
+    ngx_http_oip_allocator(run->r, &alloc);
+    ngx_http_oip_run_codec(run, &alloc);
+
+    return run->done(run->r, run);
+}
+
+
+/* the codec's call, in the worker or in a thread */
+
+static void
+ngx_http_oip_run_codec(ngx_http_oip_run_t *run, const oip_alloc_t *alloc)
+{
+    uint64_t  start;
+
+    start = ngx_http_oip_usec();
+
+    if (run->response) {
+        run->rc = oip_response_process(&run->res, alloc, &run->opt,
+                                       run->wish, &run->framing, run->body,
+                                       run->len);
+
+    } else {
+        run->rc = oip_request_process(&run->res, alloc, &run->opt,
+                                      &run->framing, run->body, run->len);
+    }
+
+    run->usec = ngx_http_oip_usec() - start;
+}
+
+
 #if (NGX_THREADS)
 
 /*
- * A job for a conversion of len bytes, or NULL when it runs inline: no
- * pool in this location, below the threshold, or no memory for the job
- * (the conversion itself then runs, and fails, inline as always).
+ * NGX_OK: a copy of the run is posted to the location's pool;
+ * NGX_DECLINED: it runs in the worker (no pool here, below the
+ * threshold, no memory for the job, or the pool's queue is full).
  */
 
-ngx_http_oip_job_t *
-ngx_http_oip_job(ngx_http_request_t *r, size_t len)
+static ngx_int_t
+ngx_http_oip_job_post(ngx_http_oip_run_t *run)
 {
     ngx_pool_cleanup_t       *cln;
+    ngx_http_request_t       *r;
     ngx_http_oip_job_t       *job;
     ngx_http_oip_loc_conf_t  *olcf;
 
+    r = run->r;
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
-    if (olcf->thread_pool == NULL || len < olcf->thread_threshold) {
-        return NULL;
+    if (olcf->thread_pool == NULL || run->len < olcf->thread_threshold) {
+        return NGX_DECLINED;
     }
 
     job = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_job_t));
     if (job == NULL) {
-        return NULL;
+        return NGX_DECLINED;
     }
 
     job->task = ngx_thread_task_alloc(r->pool, 0);
     if (job->task == NULL) {
-        return NULL;
+        return NGX_DECLINED;
     }
 
     cln = ngx_pool_cleanup_add(r->pool, 0);
     if (cln == NULL) {
-        return NULL;
+        return NGX_DECLINED;
     }
 
     /*
@@ -146,7 +216,7 @@ ngx_http_oip_job(ngx_http_request_t *r, size_t len)
 
     job->pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, &job->log);
     if (job->pool == NULL) {
-        return NULL;
+        return NGX_DECLINED;
     }
 
     /* the result lives in it: freed with the request, never before */
@@ -154,42 +224,32 @@ ngx_http_oip_job(ngx_http_request_t *r, size_t len)
     cln->handler = ngx_http_oip_job_cleanup;
     cln->data = job->pool;
 
-    job->r = r;
     ngx_http_oip_pool_allocator(job->pool, &job->alloc);
+
+    /* the copy's digest is its own: the caller's may be on its stack */
+
+    job->run = *run;
+    job->run.threaded = 1;
+
+    if (run->opt.digest == &run->digest) {
+        job->run.opt.digest = &job->run.digest;
+    }
 
     job->task->ctx = job;
     job->task->handler = ngx_http_oip_job_run;
     job->task->event.data = job;
     job->task->event.handler = ngx_http_oip_job_event;
 
-    return job;
-}
-
-
-/*
- * NGX_OK: the job runs, job->done will be called; NGX_DECLINED: the pool's
- * queue is full, the caller converts inline.
- */
-
-ngx_int_t
-ngx_http_oip_job_post(ngx_http_oip_job_t *job)
-{
-    ngx_http_request_t       *r;
-    ngx_http_oip_loc_conf_t  *olcf;
-
-    r = job->r;
-    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
-
     if (ngx_thread_task_post(olcf->thread_pool, job->task) != NGX_OK) {
         ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                       "oip: thread pool busy, converting %uz bytes in the "
-                      "worker", job->len);
+                      "worker", run->len);
         return NGX_DECLINED;
     }
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: %s of %uz bytes converted in a thread",
-                   job->response ? "answer" : "request", job->len);
+                   run->response ? "answer" : "request", run->len);
 
     r->main->blocked++;
     r->aio = 1;
@@ -217,21 +277,7 @@ ngx_http_oip_job_run(void *data, ngx_log_t *log)
 {
     ngx_http_oip_job_t *job = data;
 
-    uint64_t  start;
-
-    start = ngx_http_oip_usec();
-
-    if (job->response) {
-        job->rc = oip_response_process(&job->res, &job->alloc, &job->opt,
-                                       job->wish, &job->framing, job->body,
-                                       job->len);
-
-    } else {
-        job->rc = oip_request_process(&job->res, &job->alloc, &job->opt,
-                                      &job->framing, job->body, job->len);
-    }
-
-    job->usec = ngx_http_oip_usec() - start;
+    ngx_http_oip_run_codec(&job->run, &job->alloc);
 }
 
 
@@ -242,9 +288,10 @@ ngx_http_oip_job_event(ngx_event_t *ev)
 {
     ngx_http_oip_job_t *job = ev->data;
 
+    ngx_int_t            rc;
     ngx_http_request_t  *r;
 
-    r = job->r;
+    r = job->run.r;
 
     r->main->blocked--;
     r->aio = 0;
@@ -255,9 +302,12 @@ ngx_http_oip_job_event(ngx_event_t *ev)
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: thread done: %s, %uL us",
-                   job->rc == 0 ? "converted" : "refused", job->usec);
+                   job->run.rc == 0 ? "converted" : "refused",
+                   job->run.usec);
 
-    job->done(r, job);
+    rc = job->run.done(r, &job->run);
+
+    job->run.resume(r, rc);
 }
 
 
