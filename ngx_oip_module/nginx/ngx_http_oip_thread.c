@@ -261,7 +261,7 @@ ngx_http_oip_job_post(ngx_http_oip_run_t *run)
      */
 
     job->hold.handler = ngx_http_oip_job_hold;
-    job->hold.data = job;
+    job->hold.data = r->connection;     /* what nginx's debug log reads */
     job->hold.log = r->connection->log;
 
     ngx_add_timer(&job->hold, NGX_HTTP_OIP_JOB_HOLD);
