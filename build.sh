@@ -249,7 +249,7 @@ do_bench() {
     OIP_BENCH_MIXED_DATA="$bin/mixed.dat" \
         "$PY" "$ROOT/t/bench/bench_mixed.py" || rc=1
 
-    phase "instructions a 1 KB request costs (callgrind, about 8 minutes)"
+    phase "instructions a 1 KB request costs (callgrind, about 12 minutes)"
     "$PY" "$ROOT/t/bench/bench_instructions.py" || rc=1
 
     phase "the plots: docs/figures/"

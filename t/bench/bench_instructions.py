@@ -16,7 +16,12 @@ Contenders, as bench_e2e.py's, in front of its upstream nginx:
     binary    oip on; oip_upstream_inputs binary
     grpc      binary's conversion, then a ModelInfer call (grpc_pass)
 
-    bench_instructions.py [N]      (N: 200)
+    bench_instructions.py [N [R]]      (N: 100, R: 3)
+    OIP_BENCH_ROWS=grpc,keep bench_instructions.py    some rows only
+
+The machine cannot move a count, but the run can, a little: whether an
+answer comes in one read or two, how many times the event loop turns.
+Such noise only adds instructions; a figure is the least of R runs.
 
 Issue 26's targets, against the counts of bcfc523 (before its rework of
 the conversions; docs/performance.md): keep and binary within +2%, grpc
@@ -41,8 +46,8 @@ from oiptest import MODULE, free_port, wait_port
 NGINX = "/usr/sbin/nginx"
 URI = "/v2/models/m/infer"
 
-# the counts of bcfc523, N = 200 (instructions a request)
-BEFORE = {"plain": 25021, "keep": 43196, "binary": 58108, "grpc": 87371}
+# the counts of bcfc523, the least of 3 runs of N = 100 (a request's)
+BEFORE = {"plain": 24897, "keep": 42614, "binary": 58336, "grpc": 86098}
 
 ROWS = [
     ("plain", "", PROXY_PASS, ""),
@@ -88,7 +93,8 @@ def count(conf, port, body, n):
 
 
 def main():
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 100
+    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     work = tempfile.mkdtemp(prefix="oip-instr-")
     os.chmod(work, 0o755)
     with open(os.path.join(work, "answer.grpc"), "wb") as f:
@@ -98,15 +104,19 @@ def main():
                 grpc_port=free_port(), grpc_dir=work, port2=free_port())
     results = {}
     try:
+        only = os.environ.get("OIP_BENCH_ROWS")
         for key, location, passing, http in ROWS:
+            if only and key not in only.split(","):
+                continue
             port = free_port()
             conf = CONF.format(
                 main="load_module %s;" % MODULE if location else "",
                 dir="@DIR@", port=port, up=up.port, location=location,
                 upstream_pass=passing, server="",
                 http=http.replace("@GRPC@", str(up.subst["grpc_port"])))
-            counts = [count(conf, port, body, k) for k in (n, 2 * n)]
-            results[key] = (counts[1] - counts[0]) / n
+            results[key] = min(
+                (count(conf, port, body, 2 * n) - count(conf, port, body, n))
+                / n for _ in range(rounds))
             print("%-8s %10.0f instructions a request, %.3f of bcfc523's"
                   % (key, results[key], results[key] / BEFORE[key]),
                   flush=True)
@@ -116,6 +126,8 @@ def main():
 
     held = True
     for key, bound in (("keep", 1.02), ("binary", 1.02), ("grpc", 1.0)):
+        if key not in results:
+            continue
         ratio = results[key] / BEFORE[key]
         ok = ratio <= bound if key != "grpc" else ratio < bound
         held &= ok
