@@ -150,7 +150,6 @@ typedef struct {
     unsigned               body_read:1; /* processed once already */
     unsigned               misfit:1;    /* refused by the signature */
     unsigned               counted:1;   /* the variables' values are set */
-    unsigned               sig_refused:1; /* its model is not found */
     unsigned               answer_timed:1; /* the answer was converted */
     unsigned               grpc:1;      /* to a gRPC upstream, translated */
     unsigned               sub:1;       /* a metadata subrequest's own */

@@ -1077,7 +1077,6 @@ ngx_http_oip_sig_result(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
 
     case NGX_HTTP_OIP_SIG_NOT_FOUND:
         ctx->signature = NULL;
-        ctx->sig_refused = 1;
 
         p = ngx_snprintf(msg, sizeof(msg) - 1, "model '%V'%s%V%s not found",
                          &ctx->model, ctx->version.len ? " version '" : "",

@@ -111,14 +111,30 @@ ngx_http_oip_infer_alias(ngx_http_request_t *r, ngx_str_t *model,
         raw.len = p - raw.data;
     }
 
-    if (ngx_http_oip_loosen(r->pool, &r->uri, &loose_uri) != NGX_OK
-        || ngx_http_oip_loosen(r->pool, &raw, &loose_raw) != NGX_OK)
-    {
+    if (ngx_http_oip_loosen(r->pool, &r->uri, &loose_uri) != NGX_OK) {
         return NGX_ERROR;
     }
 
     uri_is = (ngx_http_oip_infer_uri(&loose_uri, model, version) == NGX_OK);
-    raw_is = (ngx_http_oip_infer_uri(&loose_raw, &m, &v) == NGX_OK);
+
+    /* the raw path says something else only when it is something else */
+
+    ngx_str_null(&m);
+    ngx_str_null(&v);
+
+    if (raw.len == r->uri.len
+        && ngx_strncmp(raw.data, r->uri.data, raw.len) == 0)
+    {
+        loose_raw = loose_uri;
+        raw_is = uri_is;
+
+    } else {
+        if (ngx_http_oip_loosen(r->pool, &raw, &loose_raw) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        raw_is = (ngx_http_oip_infer_uri(&loose_raw, &m, &v) == NGX_OK);
+    }
 
     if (!uri_is && !(raw_is && r->valid_unparsed_uri)) {
         return NGX_DECLINED;
@@ -158,12 +174,27 @@ ngx_http_oip_infer_alias(ngx_http_request_t *r, ngx_str_t *model,
 }
 
 
-/* a path with runs of slashes as one, and none at its end */
+/*
+ * A path with runs of slashes as one, and none at its end: the path
+ * itself, not a copy, when it has neither (every request but a
+ * look-alike's).
+ */
 
 static ngx_int_t
 ngx_http_oip_loosen(ngx_pool_t *pool, ngx_str_t *path, ngx_str_t *loose)
 {
     u_char  *p, *q, *end;
+
+    end = path->data + path->len;
+
+    if (path->len < 2
+        || (end[-1] != '/'
+            && ngx_strlcasestrn(path->data, end, (u_char *) "//", 1)
+               == NULL))
+    {
+        *loose = *path;
+        return NGX_OK;
+    }
 
     loose->data = ngx_pnalloc(pool, path->len + 1);
     if (loose->data == NULL) {
@@ -171,7 +202,6 @@ ngx_http_oip_loosen(ngx_pool_t *pool, ngx_str_t *path, ngx_str_t *loose)
     }
 
     q = loose->data;
-    end = path->data + path->len;
 
     for (p = path->data; p < end; p++) {
         if (*p != '/' || q == loose->data || q[-1] != '/') {

@@ -81,6 +81,19 @@ file_read(const char *path, file_t *f)
 }
 
 
+/* a golden case's file: grpc/NAME.EXT */
+
+static int
+golden_read(const char *name, const char *ext, file_t *f)
+{
+    char  path[2048];
+
+    snprintf(path, sizeof(path), "%s/grpc/%s.%s", OIP_GOLDEN_DIR, name, ext);
+
+    return file_read(path, f);
+}
+
+
 static int
 file_write(const char *path, const u_char *p, size_t len)
 {
@@ -553,7 +566,7 @@ static void
 test_taken(void)
 {
     int      st;
-    char     path[2048], error[OIP_ERROR_LEN];
+    char     error[OIP_ERROR_LEN];
     char   **v;
     size_t   i, n, len;
     u_char  *got;
@@ -565,12 +578,8 @@ test_taken(void)
     ok(n >= 40, "%zu golden cases taken from the module", n);
 
     for (i = 0; i < n; i++) {
-        snprintf(path, sizeof(path), "%s/grpc/%s.rest", OIP_GOLDEN_DIR,
-                 v[i]);
-        st = file_read(path, &rest);
-
-        snprintf(path, sizeof(path), "%s/grpc/%s.pb", OIP_GOLDEN_DIR, v[i]);
-        st |= file_read(path, &pb);
+        st = golden_read(v[i], "rest", &rest);
+        st |= golden_read(v[i], "pb", &pb);
 
         if (st != 0 || case_parse(&c, &rest) != 0) {
             ok(0, "%s: the case reads", v[i]);
@@ -602,7 +611,7 @@ static void
 test_answers(void)
 {
     int      st;
-    char     path[2048], why[512];
+    char     why[512];
     char   **v;
     size_t   i, n;
     file_t   rest, answer, client;
@@ -613,15 +622,9 @@ test_answers(void)
     ok(n >= 40, "%zu golden answers taken from the module", n);
 
     for (i = 0; i < n; i++) {
-        snprintf(path, sizeof(path), "%s/grpc/%s.rest", OIP_GOLDEN_DIR,
-                 v[i]);
-        st = file_read(path, &rest);
-        snprintf(path, sizeof(path), "%s/grpc/%s.answer", OIP_GOLDEN_DIR,
-                 v[i]);
-        st |= file_read(path, &answer);
-        snprintf(path, sizeof(path), "%s/grpc/%s.client", OIP_GOLDEN_DIR,
-                 v[i]);
-        st |= file_read(path, &client);
+        st = golden_read(v[i], "rest", &rest);
+        st |= golden_read(v[i], "answer", &answer);
+        st |= golden_read(v[i], "client", &client);
 
         if (st != 0 || case_parse(&c, &rest) != 0) {
             ok(0, "%s: the case reads", v[i]);
