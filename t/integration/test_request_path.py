@@ -29,6 +29,7 @@ class RequestPath(GatewayTestCase):
         cls.rt = cls.start_runtime("triton")
         cls.unmerged = free_port()
         cls.mls = cls.start_runtime("mlserver")
+        cls.ov = cls.start_runtime("openvino")
         cls.ngx = cls.start_nginx("""
             client_max_body_size 64m;
             client_body_buffer_size 1m;
@@ -514,10 +515,14 @@ class RequestPath(GatewayTestCase):
     def test_runtime_answers_lookalikes_as_triton(self):
         """The example runtime's Triton matches its routes on the raw
         path: "…/infer/" is a 404 {"error": "Not Found"}, not an infer;
+        OVMS matches none of its routes (REST_INVALID_URL, a 400);
         MLServer's FastAPI redirects it."""
         self.assertJSONError(self.post_to(
             self.rt.port, "/v2/models/simple/infer/", b"{}"), 404,
             "Not Found")
+        self.assertJSONError(self.post_to(
+            self.ov.port, "/v2/models/simple/infer/", b"{}"), 400,
+            "Invalid request URL")
         st, h, body = self.post_to(self.mls.port, "/v2/models/m/infer/?a=1",
                                    b"{}")
         self.assertEqual((st, body), (307, b""))
