@@ -143,6 +143,17 @@ typedef struct {
 } oip_digest_t;
 
 
+/* a request's gRPC call (oip_upstream_protocol grpc) */
+
+typedef struct {
+    const uint8_t         *model;         /* from the URI */
+    size_t                 model_len;
+    const uint8_t         *version;       /* empty: none */
+    size_t                 version_len;
+    size_t                 max_message;   /* oip_grpc_max_message */
+    unsigned               typed:1;       /* oip_grpc_contents typed */
+} oip_grpc_options_t;
+
 typedef struct {
     oip_form_e             inputs;
     oip_form_e             outputs;
@@ -167,6 +178,14 @@ typedef struct {
     const oip_digest_t    *digest;
     const uint8_t         *version;              /* from the URI */
     size_t                 version_len;
+
+    /*
+     * requests: written from their tensors as one framed
+     * ModelInferRequest (res->segs, Content-Type OIP_TYPE_GRPC), tensors
+     * referenced where they lie; 400 for what gRPC cannot carry, 413
+     * above its max_message.  NULL: REST.
+     */
+    const oip_grpc_options_t *grpc;
 
     /* answers: the "id" they carry (answer_id set: this one, or none) */
     const uint8_t         *answer_id;            /* unescaped, or NULL */
@@ -216,6 +235,8 @@ typedef struct {
     int64_t                ihcl;    /* the JSON's length; -1: no IHCL */
     oip_encoding_e         encoding;
     oip_carrier_e          carrier; /* its Content-Type was a carrier's */
+    unsigned               protobuf:1; /* answers: a framed
+                                          ModelInferResponse */
 } oip_framing_t;
 
 
@@ -252,6 +273,9 @@ typedef struct {
     char                   error[OIP_ERROR_LEN];
 
     unsigned               rewritten:1;    /* segs differ from the body */
+    unsigned               reshaped:1;     /* answers: an output's form
+                                              changed, outputs dropped,
+                                              the id replaced */
     unsigned               binary:1;       /* binary data follows JSON */
     unsigned               raw:1;          /* a raw binary request */
     unsigned               decompressed:1;
@@ -328,8 +352,10 @@ size_t oip_carrier_type(oip_carrier_e carrier, int64_t size, char *buf,
 
 /*
  * Gives each output of an upstream's 200 answer the form the client
- * asked for.  Returns res->status: 0, or 502 for an answer that cannot
- * be parsed (500 out of memory).  content_type is always set.
+ * asked for: a REST answer, or (f->protobuf) a framed ModelInferResponse
+ * read into the same items and written as REST.  Returns res->status: 0,
+ * or 502 for an answer that cannot be parsed (500 out of memory).
+ * content_type is always set.
  */
 int oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     const oip_options_t *opt, const oip_wish_t *wish, const oip_framing_t *f,
@@ -369,35 +395,6 @@ typedef enum {
 } oip_rpc_e;
 
 extern const char  *const oip_grpc_paths[];
-
-typedef struct {
-    const uint8_t         *model;         /* from the URI */
-    size_t                 model_len;
-    const uint8_t         *version;       /* empty: none */
-    size_t                 version_len;
-    size_t                 max_message;   /* oip_grpc_max_message */
-    unsigned               typed:1;       /* oip_grpc_contents typed */
-} oip_grpc_options_t;
-
-/*
- * A binary REST request, as oip_request_process() made it (segs, the
- * first header_len bytes its JSON), as one framed ModelInferRequest:
- * res->segs, body_len and content_type set.  Tensors are referenced.
- * Returns res->status: 0, 400 (what gRPC cannot carry), 413 (above
- * max_message) or 500.
- */
-int oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
-    const oip_grpc_options_t *g, const oip_seg_t *segs, size_t nsegs,
-    size_t header_len);
-
-/*
- * An upstream's framed ModelInferResponse as the binary REST answer it
- * stands for, in one piece (*answer), its JSON header_len bytes: then for
- * oip_response_process().  Returns res->status: 0, 502 for a message
- * that is not one, or 500.
- */
-int oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
-    const uint8_t *body, size_t len, oip_seg_t *answer, size_t *header_len);
 
 /* the framed request of a method other than ModelInfer: res->segs */
 int oip_grpc_call(oip_result_t *res, const oip_alloc_t *a,

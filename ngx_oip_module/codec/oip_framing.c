@@ -52,6 +52,7 @@ oip_request_framing(oip_result_t *res, oip_framing_t *f,
     f->ihcl = -1;
     f->encoding = OIP_ENC_NONE;
     f->carrier = OIP_CARRIER_HEADER;
+    f->protobuf = 0;
 
     if (oip_encoding_is(encoding, "gzip", 4)) {
         f->encoding = OIP_ENC_GZIP;
@@ -103,6 +104,7 @@ oip_response_framing(oip_result_t *res, oip_framing_t *f,
     f->ihcl = -1;
     f->encoding = OIP_ENC_NONE;
     f->carrier = OIP_CARRIER_HEADER;
+    f->protobuf = 0;
 
     if (ihcl->count) {
         if (ihcl->count > 1

@@ -9,7 +9,8 @@
  * tensor gets an action from its kind of message (leave, check, to
  * binary, to JSON); the chunks are laid out against the binary part;
  * the new message is the old one with edits spliced in, so everything
- * not converted stays byte for byte.
+ * not converted stays byte for byte.  The items are the seam between
+ * wire formats: a writer of another one (protobuf) reads them instead.
  */
 
 
@@ -23,7 +24,6 @@
 static void oip_msg_done(oip_msg_t *m);
 static int oip_msg_syntax_first(oip_msg_t *m);
 static int oip_msg_names_check(oip_msg_t *m, oip_key_t *names, size_t n);
-static oip_item_t *oip_item_add(oip_msg_t *m);
 static oip_tensor_t *oip_item_tensor(oip_msg_t *m, oip_item_t *it);
 static int oip_item_parse(oip_msg_t *m, size_t index);
 static int oip_item_settle(oip_msg_t *m, oip_item_t *it);
@@ -94,8 +94,9 @@ oip_msg_split(oip_msg_t *m, const oip_framing_t *f, const uint8_t *body,
 /*
  * The pipeline: scan the envelope (the kind's), lay the chunks out,
  * make the edits each tensor's action needs and the kind's own, and
- * write the new message if anything changes.  Returns 0, or -1 with the
- * error in the context (possibly none: the caller says what that is).
+ * write the new message if anything changes; or, for another wire
+ * format, hand the items to its writer (m->target).  Returns 0, or -1
+ * with the error in the context (possibly none: the caller says what).
  */
 
 int
@@ -109,7 +110,7 @@ oip_msg_run(oip_msg_t *m, oip_result_t *res)
     }
 
     if (oip_msg_layout(m) != 0
-        || oip_msg_edits(m) != 0
+        || (m->target == NULL && oip_msg_edits(m) != 0)
         || (m->kind->edits && m->kind->edits(m) != 0))
     {
         goto failed;
@@ -119,6 +120,17 @@ oip_msg_run(oip_msg_t *m, oip_result_t *res)
 
     if (m->c.status != 0) {
         goto failed;
+    }
+
+    if (m->target) {
+        /* no JSON is written: the items go straight to the target */
+
+        if (m->target(m, res) != 0 || m->c.status != 0) {
+            goto failed;
+        }
+
+        oip_msg_done(m);
+        return 0;
     }
 
     if (!m->edited && !m->rewrite) {
@@ -224,9 +236,7 @@ int
 oip_msg_tensors(oip_msg_t *m)
 {
     int             rc;
-    size_t          i;
     oip_arr_t       a;
-    oip_key_t      *names;
     oip_json_t     *j;
     oip_item_t     *it;
     const uint8_t  *start, *prev_end;
@@ -278,7 +288,18 @@ oip_msg_tensors(oip_msg_t *m)
 
     m->seen = 1;
 
-    /* names are unique, compared unescaped */
+    return oip_msg_names(m);
+}
+
+
+/* names are unique, compared unescaped */
+
+int
+oip_msg_names(oip_msg_t *m)
+{
+    int          rc;
+    size_t       i;
+    oip_key_t   *names;
 
     names = oip_alloc(&m->c, oip_max(m->nitems, 1) * sizeof(oip_key_t));
     if (names == NULL) {
@@ -327,8 +348,8 @@ oip_msg_names_check(oip_msg_t *m, oip_key_t *names, size_t n)
 }
 
 
-static oip_item_t *
-oip_item_add(oip_msg_t *m)
+oip_item_t *
+oip_msg_item_add(oip_msg_t *m)
 {
     oip_item_t  *items, *it;
 
@@ -411,7 +432,7 @@ oip_item_parse(oip_msg_t *m, size_t index)
     j = &m->j;
     nulls.n = 0;
 
-    it = oip_item_add(m);
+    it = oip_msg_item_add(m);
     if (it == NULL) {
         return -1;
     }
@@ -862,9 +883,8 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
 static int
 oip_msg_layout(oip_msg_t *m)
 {
-    size_t         i, rest, size;
+    size_t         i, rest;
     oip_item_t    *it;
-    oip_tensor_t  *t;
     const uint8_t *p;
 
     p = m->bin;
@@ -877,8 +897,6 @@ oip_msg_layout(oip_msg_t *m)
             continue;
         }
 
-        t = oip_item_tensor(m, it);
-
         if (!m->has_ihcl && it->bds_size) {
             return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s' has a "
                             "binary_data_size, but there is no "
@@ -886,60 +904,80 @@ oip_msg_layout(oip_msg_t *m)
                             m->kind->what, oip_item_name(it));
         }
 
-        size = oip_dtypes[t->dt].size;
+        it->bin = p;
 
-        if (size && (t->count > UINT64_MAX / size
-                     || t->count * size != it->bds_size))
-        {
-            return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': "
-                            "binary_data_size is %llu, but %llu elements of %s "
-                            "need %s%llu", m->kind->what, oip_item_name(it),
-                            (unsigned long long) it->bds_size,
-                            (unsigned long long) t->count,
-                            oip_dtypes[t->dt].name,
-                            t->count > UINT64_MAX / size ? "more than " : "",
-                            (unsigned long long)
-                            (t->count > UINT64_MAX / size ? UINT64_MAX
-                                                          : t->count * size));
-        }
-
-        if (it->bds_size > rest) {
-            return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': "
-                            "binary_data_size %llu runs past the end of the "
-                            "body", m->kind->what, oip_item_name(it),
-                            (unsigned long long) it->bds_size);
-        }
-
-        if (oip_count_tensor(&m->c, it->bds_size) != 0) {
+        if (oip_msg_chunk(m, it, rest) != 0) {
             return -1;
         }
 
-        it->bin = p;
         p += it->bds_size;
         rest -= it->bds_size;
-
-        if (oip_binary_check(&m->c, t, it->bin, it->bds_size, 400) != 0) {
-            return -1;
-        }
-
-        if (it->act == OIP_ACT_JSON && t->dt == OIP_BYTES
-            && !oip_bytes_utf8(it->bin, it->bds_size))
-        {
-            if (!m->kind->bytes_stay) {
-                return oip_fail(&m->c, 400, OIP_REASON_OTHER, "%s '%.*s': a "
-                                "BYTES element is not valid UTF-8 and cannot "
-                                "be JSON", m->kind->what, oip_item_name(it));
-            }
-
-            /* this tensor keeps its binary form */
-            it->act = OIP_ACT_PASS;
-        }
     }
 
     if (rest) {
         return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%zu bytes after the "
                         "JSON header are not claimed by any binary_data_size",
                         rest);
+    }
+
+    return 0;
+}
+
+
+/*
+ * A tensor's binary chunk (it->bin, bds_size; rest bytes are there):
+ * its size against its shape, the tensor limit, its bytes checked; a
+ * BYTES tensor to be JSON must be UTF-8, or stay binary in an answer.
+ */
+
+int
+oip_msg_chunk(oip_msg_t *m, oip_item_t *it, size_t rest)
+{
+    size_t         size;
+    oip_tensor_t  *t;
+
+    t = oip_item_tensor(m, it);
+    size = oip_dtypes[t->dt].size;
+
+    if (size && (t->count > UINT64_MAX / size
+                 || t->count * size != it->bds_size))
+    {
+        return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': "
+                        "binary_data_size is %llu, but %llu elements of %s "
+                        "need %s%llu", m->kind->what, oip_item_name(it),
+                        (unsigned long long) it->bds_size,
+                        (unsigned long long) t->count,
+                        oip_dtypes[t->dt].name,
+                        t->count > UINT64_MAX / size ? "more than " : "",
+                        (unsigned long long)
+                        (t->count > UINT64_MAX / size ? UINT64_MAX
+                                                      : t->count * size));
+    }
+
+    if (it->bds_size > rest) {
+        return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': "
+                        "binary_data_size %llu runs past the end of the "
+                        "body", m->kind->what, oip_item_name(it),
+                        (unsigned long long) it->bds_size);
+    }
+
+    if (oip_count_tensor(&m->c, it->bds_size) != 0
+        || oip_binary_check(&m->c, t, it->bin, it->bds_size, 400) != 0)
+    {
+        return -1;
+    }
+
+    if (it->act == OIP_ACT_JSON && t->dt == OIP_BYTES
+        && !oip_bytes_utf8(it->bin, it->bds_size))
+    {
+        if (!m->kind->bytes_stay) {
+            return oip_fail(&m->c, 400, OIP_REASON_OTHER, "%s '%.*s': a "
+                            "BYTES element is not valid UTF-8 and cannot "
+                            "be JSON", m->kind->what, oip_item_name(it));
+        }
+
+        /* this tensor keeps its binary form */
+        it->act = OIP_ACT_PASS;
     }
 
     return 0;

@@ -101,6 +101,9 @@ typedef struct {
     uint64_t               bds_size;
     const uint8_t         *bin;        /* its chunk */
 
+    /* read from protobuf: its parameters as JSON members, no braces */
+    oip_seg_t              params_json;
+
     oip_seg_t             *chunk;      /* its data made binary, or NULL */
     size_t                 nchunk;
     size_t                 chunk_len;
@@ -184,6 +187,9 @@ struct oip_msg_s {
     size_t                 nedits;
     size_t                 edits_cap;
 
+    /* another wire format, written from the items (NULL: by the edits) */
+    int                  (*target)(oip_msg_t *m, oip_result_t *res);
+
     unsigned               has_ihcl:1;
     unsigned               rewrite:1;    /* a new body even without edits */
     unsigned               edited:1;     /* there were edits */
@@ -194,6 +200,20 @@ struct oip_msg_s {
                                             also made binary (the digest
                                             reads it) */
 };
+
+
+/*
+ * An answer's envelope read from another wire format (protobuf), for the
+ * envelope writer: each member's value as JSON text; an empty id or
+ * params is absent (params: the members, without braces).
+ */
+
+typedef struct {
+    oip_seg_t              model_name;
+    oip_seg_t              model_version;
+    oip_seg_t              id;
+    oip_seg_t              params;
+} oip_envelope_t;
 
 
 /* a tensor's data as it came, and as it goes on (its action done) */
@@ -211,6 +231,18 @@ int oip_msg_split(oip_msg_t *m, const oip_framing_t *f, const uint8_t *body,
 int oip_msg_run(oip_msg_t *m, oip_result_t *res);
 
 int oip_msg_tensors(oip_msg_t *m);
+int oip_msg_names(oip_msg_t *m);
+int oip_msg_chunk(oip_msg_t *m, oip_item_t *it, size_t rest);
+oip_item_t *oip_msg_item_add(oip_msg_t *m);
+
+/*
+ * The envelope writer (oip_envelope.c): an answer read from protobuf,
+ * its items' actions set, written as the REST answer the client reads:
+ * JSON, then the chunks of the outputs that stay binary, referenced.
+ * Returns 0, or -1 with the error in the context.
+ */
+int oip_envelope_write(oip_msg_t *m, const oip_envelope_t *env,
+    oip_result_t *res);
 void oip_msg_sub(oip_msg_t *m, oip_json_t *sub, const uint8_t *at);
 void oip_member_set(oip_member_t *mb, const uint8_t *key,
     const uint8_t *end, const uint8_t *prev_end);

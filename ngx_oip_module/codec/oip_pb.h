@@ -76,6 +76,15 @@ int oip_gres_shape(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg,
     size_t len, unsigned field);
 int oip_gres_text(oip_out_t *o, const uint8_t *s, size_t len);
 
+/*
+ * A framed ModelInferResponse read into the answer's items and envelope
+ * (oip_pb_answer.c), each item's action set and its chunk checked, for
+ * oip_envelope_write().  Returns 0, or -1 with the error in the context
+ * (502: not a ModelInferResponse; 400: what a REST answer may not say).
+ */
+int oip_answer_grpc(oip_msg_t *m, oip_envelope_t *env, const uint8_t *body,
+    size_t len);
+
 
 static inline void
 oip_grpc_put32(uint8_t *p, uint32_t v)

@@ -2,9 +2,11 @@
 /*
  * Copyright (C) ngx_oip_module authors
  *
- * A framed ModelInferResponse as the binary REST answer it stands for
- * (oip_grpc_response()): a JSON header written from its fields, the
- * outputs' bytes copied once behind it, from raw or typed contents; the
+ * A framed ModelInferResponse read straight into an answer's items
+ * (oip_answer_grpc()), for the envelope writer: its model name, version,
+ * id and parameters as JSON text, each output's name, datatype, shape
+ * and parameters, its bytes referenced where they lie in
+ * raw_output_contents (typed contents are made binary once).  The
  * answer path then gives each client the form it asked for.
  */
 
@@ -12,8 +14,6 @@
 #include "oip_pb.h"
 #include "oip_number.h"
 
-
-/* -------------------------------------- ModelInferResponse -> REST */
 
 typedef struct {
     const uint8_t         *msg;        /* the InferOutputTensor */
@@ -24,24 +24,25 @@ typedef struct {
 } oip_gout_t;
 
 
-
-
+static int oip_gres_flat(oip_out_t *o, oip_seg_t *seg);
 static int oip_gres_params(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg,
-    size_t len, unsigned field, uint64_t bds, int with_bds);
-static int oip_gres_output(oip_ctx_t *c, oip_out_t *o, oip_gout_t *go,
-    uint8_t *dst, size_t *size);
+    size_t len, unsigned field, int *shm);
+static int oip_gres_output(oip_msg_t *m, oip_gout_t *go, size_t index);
+static int oip_gres_name(oip_msg_t *m, oip_item_t *it, const oip_pbf_t *f,
+    size_t index);
+static int oip_gres_dims(oip_msg_t *m, oip_item_t *it, const uint8_t *msg,
+    size_t len);
 static int oip_gres_contents(oip_ctx_t *c, oip_dtype_e dt,
     const uint8_t *msg, size_t len, uint8_t *dst, size_t *size);
 
 
 int
-oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
-    const uint8_t *body, size_t len, oip_seg_t *answer, size_t *header_len)
+oip_answer_grpc(oip_msg_t *m, oip_envelope_t *env, const uint8_t *body,
+    size_t len)
 {
-    int          rc;
-    size_t       i, k, nraw, data_len, size;
-    uint8_t     *all, *p;
-    oip_ctx_t    c;
+    int          rc, shm;
+    size_t       i, k, nraw;
+    oip_ctx_t   *c;
     oip_out_t    o;
     oip_pbr_t    r, msg;
     oip_pbf_t    f;
@@ -52,12 +53,12 @@ oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
         size_t          len;
     }            top[4];
 
-    memset(res, 0, sizeof(oip_result_t));
+    c = &m->c;
     memset(top, 0, sizeof(top));
-    oip_ctx_init(&c, a, res->error, &res->reason, (size_t) -1);
+    memset(env, 0, sizeof(oip_envelope_t));
 
-    if (oip_grpc_unframe(&c, body, len, &msg) != 0) {
-        return res->status = c.status;
+    if (oip_grpc_unframe(c, body, len, &msg) != 0) {
+        return -1;
     }
 
     r = msg;
@@ -77,9 +78,9 @@ oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
 
         } else if (f.field == 5 && f.type == OIP_PB_LEN) {
             if (nouts == cap) {
-                go = oip_grow(&c, outs, nouts, &cap, sizeof(oip_gout_t));
+                go = oip_grow(c, outs, nouts, &cap, sizeof(oip_gout_t));
                 if (go == NULL) {
-                    return res->status = c.status;
+                    return -1;
                 }
 
                 outs = go;
@@ -96,16 +97,15 @@ oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
     }
 
     if (rc < 0) {
-        oip_fail(&c, 502, OIP_REASON_OTHER, "the gRPC answer is not a "
-                 "ModelInferResponse");
-        return res->status = c.status;
+        return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer is not a "
+                        "ModelInferResponse");
     }
 
     if (nraw) {
         if (nraw != nouts) {
-            oip_fail(&c, 502, OIP_REASON_OTHER, "the gRPC answer has %zu raw "
-                     "output contents for %zu outputs", nraw, nouts);
-            return res->status = c.status;
+            return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer has "
+                            "%zu raw output contents for %zu outputs", nraw,
+                            nouts);
         }
 
         r = msg;
@@ -120,82 +120,101 @@ oip_grpc_response(oip_result_t *res, const oip_alloc_t *a,
         }
     }
 
-    /* the header, then the outputs' bytes behind it, in one piece */
+    /* the envelope, as JSON text: strings quoted, parameters' members */
 
-    oip_out_init(&o, &c, 1024);
+    for (i = 1; i <= 3; i++) {
+        if (i == 3 && top[3].len == 0) {
+            /* an empty id is none */
+            break;
+        }
 
-    if (oip_out_write(&o, "{\"model_name\":", 14) != 0
-        || oip_gres_text(&o, top[1].s, top[1].len) != 0
-        || oip_out_write(&o, ",\"model_version\":", 17) != 0
-        || oip_gres_text(&o, top[2].s, top[2].len) != 0)
-    {
-        return res->status = c.status;
-    }
+        oip_out_init(&o, c, 256);
 
-    if (top[3].len
-        && (oip_out_write(&o, ",\"id\":", 6) != 0
-            || oip_gres_text(&o, top[3].s, top[3].len) != 0))
-    {
-        return res->status = c.status;
-    }
-
-    if (oip_gres_params(&c, &o, msg.p, msg.end - msg.p, 4, 0, 0) != 0
-        || oip_out_write(&o, ",\"outputs\":[", 12) != 0)
-    {
-        return res->status = c.status;
-    }
-
-    data_len = 0;
-
-    for (i = 0; i < nouts; i++) {
-        if ((i && oip_out_write(&o, ",", 1) != 0)
-            || oip_gres_output(&c, &o, &outs[i], NULL, &size) != 0)
+        if (oip_gres_text(&o, top[i].s, top[i].len) != 0
+            || oip_gres_flat(&o, i == 1 ? &env->model_name
+                                 : i == 2 ? &env->model_version : &env->id)
+               != 0)
         {
-            return res->status = c.status;
+            return -1;
         }
-
-        data_len += size;
     }
 
-    if (oip_out_write(&o, "]}", 2) != 0 || oip_out_cut(&o) != 0) {
-        return res->status = c.status;
-    }
+    oip_out_init(&o, c, 256);
 
-    all = oip_alloc(&c, o.total + data_len + 1);
-    if (all == NULL) {
-        return res->status = c.status;
-    }
-
-    for (i = 0, p = all; i < o.nsegs; i++) {
-        memcpy(p, o.segs[i].data, o.segs[i].len);
-        p += o.segs[i].len;
+    if (oip_gres_params(c, &o, msg.p, msg.end - msg.p, 4, &shm) != 0
+        || oip_gres_flat(&o, &env->params) != 0)
+    {
+        return -1;
     }
 
     for (i = 0; i < nouts; i++) {
-        if (oip_gres_output(&c, NULL, &outs[i], p, &size) != 0) {
-            return res->status = c.status;
+        if (oip_gres_output(m, &outs[i], i) != 0) {
+            return -1;
         }
-
-        p += size;
     }
 
-    answer->data = all;
-    answer->len = o.total + data_len;
-    *header_len = o.total;
+    oip_free(c, outs);
 
-    return res->status = 0;
+    /* then what the REST pipeline checks of every answer */
+
+    if (oip_msg_names(m) != 0) {
+        return -1;
+    }
+
+    for (i = 0; i < m->nitems; i++) {
+        if (oip_msg_chunk(m, &m->items[i], (size_t) -1) != 0) {
+            return -1;
+        }
+    }
+
+    return 0;
+}
+
+
+/* what was written, in one piece */
+
+static int
+oip_gres_flat(oip_out_t *o, oip_seg_t *seg)
+{
+    size_t    i;
+    uint8_t  *p;
+
+    if (oip_out_cut(o) != 0) {
+        return -1;
+    }
+
+    if (o->nsegs <= 1) {
+        seg->data = o->nsegs ? o->segs[0].data : (const uint8_t *) "";
+        seg->len = o->nsegs ? o->segs[0].len : 0;
+        return 0;
+    }
+
+    p = oip_alloc(o->ctx, o->total);
+    if (p == NULL) {
+        return -1;
+    }
+
+    seg->data = p;
+    seg->len = o->total;
+
+    for (i = 0; i < o->nsegs; i++) {
+        p = (uint8_t *) memcpy(p, o->segs[i].data, o->segs[i].len)
+            + o->segs[i].len;
+    }
+
+    return 0;
 }
 
 
 /*
  * The map<string, InferParameter> entries of a message (its field
- * 'field') as ,"parameters":{...}; an output's gets binary_data_size.
- * Nothing is written when there is nothing to write.
+ * 'field') as the members of a JSON object, without its braces; *shm
+ * says whether one is "shared_memory_region".
  */
 
 static int
 oip_gres_params(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
-    unsigned field, uint64_t bds, int with_bds)
+    unsigned field, int *shm)
 {
     int        rc, n;
     double     d;
@@ -206,6 +225,7 @@ oip_gres_params(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
     r.p = msg;
     r.end = msg + len;
     n = 0;
+    *shm = 0;
 
     while ((rc = oip_pbr_next(&r, &f)) == 1) {
         if (f.field != field || f.type != OIP_PB_LEN) {
@@ -251,7 +271,7 @@ oip_gres_params(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
             continue;
         }
 
-        if (oip_out_write(o, n ? "," : ",\"parameters\":{", n ? 1 : 15) != 0
+        if ((n && oip_out_write(o, ",", 1) != 0)
             || oip_gres_text(o, key.data, key.len) != 0
             || oip_out_write(o, ":", 1) != 0)
         {
@@ -259,6 +279,12 @@ oip_gres_params(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
         }
 
         n++;
+
+        if (key.len == 20
+            && memcmp(key.data, "shared_memory_region", 20) == 0)
+        {
+            *shm = 1;
+        }
 
         switch (vf.field) {
 
@@ -305,36 +331,29 @@ oip_gres_params(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
                         "parameters");
     }
 
-    if (with_bds) {
-        if (oip_out_write(o, n ? "," : ",\"parameters\":{", n ? 1 : 15) != 0
-            || oip_out_write(o, "\"binary_data_size\":", 19) != 0
-            || oip_out_write(o, num, oip_print_u64(num, bds) - num) != 0)
-        {
-            return -1;
-        }
-
-        n++;
-    }
-
-    return (n && oip_out_write(o, "}", 1) != 0) ? -1 : 0;
+    return 0;
 }
 
 
 /*
- * An InferOutputTensor: name 1, datatype 2, shape 3, parameters 4,
- * contents 5.  With o, its JSON is written and *size is its bytes' length;
- * with dst, its bytes are.
+ * An InferOutputTensor as an item: name 1, datatype 2, shape 3,
+ * parameters 4, contents 5; its bytes in raw_output_contents or made
+ * binary from its typed contents.
  */
 
 static int
-oip_gres_output(oip_ctx_t *c, oip_out_t *o, oip_gout_t *go, uint8_t *dst,
-    size_t *size)
+oip_gres_output(oip_msg_t *m, oip_gout_t *go, size_t index)
 {
-    int             rc;
-    oip_pbr_t       r;
-    oip_pbf_t       f, name, dt, contents;
-    oip_dtype_e     dtype;
+    int           rc, shm;
+    size_t        size;
+    uint8_t      *dst;
+    oip_ctx_t    *c;
+    oip_out_t     o;
+    oip_pbr_t     r;
+    oip_pbf_t     f, name, dt, contents;
+    oip_item_t   *it;
 
+    c = &m->c;
     r.p = go->msg;
     r.end = go->msg + go->len;
 
@@ -361,13 +380,42 @@ oip_gres_output(oip_ctx_t *c, oip_out_t *o, oip_gout_t *go, uint8_t *dst,
                         "broken output");
     }
 
-    dtype = oip_dtype_find(dt.data, dt.len);
+    it = oip_msg_item_add(m);
+    if (it == NULL) {
+        return -1;
+    }
 
-    if (dtype == OIP_DT_NONE) {
+    it->index = index;
+    it->t.dt = oip_dtype_find(dt.data, dt.len);
+
+    if (it->t.dt == OIP_DT_NONE) {
         return oip_fail(c, 502, OIP_REASON_DATATYPE, "the gRPC answer's output "
                         "'%.*s' has the datatype '%.*s'",
                         (int) oip_min(name.len, 64), name.data,
                         (int) oip_min(dt.len, 16), dt.data);
+    }
+
+    if (oip_gres_name(m, it, &name, index) != 0
+        || oip_gres_dims(m, it, go->msg, go->len) != 0)
+    {
+        return -1;
+    }
+
+    oip_out_init(&o, c, 256);
+
+    if (oip_gres_params(c, &o, go->msg, go->len, 4, &shm) != 0
+        || oip_gres_flat(&o, &it->params_json) != 0)
+    {
+        return -1;
+    }
+
+    if (shm) {
+        /* a REST answer would claim both: the pipeline refuses that */
+        return oip_fail(c, 400, OIP_REASON_SHAPE, "output '%.*s' has more "
+                        "than one of 'data', binary_data_size and "
+                        "shared_memory_region",
+                        (int) oip_utf8_cut(name.data, name.len, OIP_NAME_MAX),
+                        name.data);
     }
 
     /*
@@ -375,43 +423,164 @@ oip_gres_output(oip_ctx_t *c, oip_out_t *o, oip_gout_t *go, uint8_t *dst,
      * stands for an output carried in contents (a runtime that mixes).
      */
 
-    if (go->has_raw && go->raw_len == 0 && contents.data != NULL) {
-        go->has_raw = 0;
-    }
+    if (go->has_raw && (go->raw_len || contents.data == NULL)) {
+        it->bin = go->raw;
+        size = go->raw_len;
 
-    if (o == NULL) {
-        /* the bytes */
-        if (go->has_raw) {
-            memcpy(dst, go->raw, go->raw_len);
-            *size = go->raw_len;
-            return 0;
+    } else {
+        if (oip_gres_contents(c, it->t.dt, contents.data, contents.len, NULL,
+                              &size) != 0)
+        {
+            return -1;
         }
 
-        return oip_gres_contents(c, dtype, contents.data, contents.len, dst,
-                                 size);
+        dst = oip_alloc(c, size ? size : 1);
+        if (dst == NULL) {
+            return -1;
+        }
+
+        if (oip_gres_contents(c, it->t.dt, contents.data, contents.len, dst,
+                              &size) != 0)
+        {
+            return -1;
+        }
+
+        it->bin = dst;
     }
 
-    if (go->has_raw) {
-        *size = go->raw_len;
+    it->has_bds = 1;
+    it->bds_size = size;
+    it->settled = 1;
+    it->data_done = 1;
 
-    } else if (oip_gres_contents(c, dtype, contents.data, contents.len, NULL,
-                                 size) != 0)
-    {
-        return -1;
+    it->act = m->kind->act(m, it);
+
+    return (it->act == OIP_ACT_FAIL) ? -1 : 0;
+}
+
+
+/* the name, as the REST pipeline would have it */
+
+static int
+oip_gres_name(oip_msg_t *m, oip_item_t *it, const oip_pbf_t *f,
+    size_t index)
+{
+    size_t  i;
+
+    if (f->len && !oip_utf8_valid(f->data, f->len)) {
+        return oip_fail(&m->c, 502, OIP_REASON_OTHER, "the gRPC answer has a "
+                        "string that is not UTF-8");
     }
 
-    if (oip_out_write(o, "{\"name\":", 8) != 0
-        || oip_gres_text(o, name.data, name.len) != 0
-        || oip_out_write(o, ",\"datatype\":", 12) != 0
-        || oip_gres_text(o, dt.data, dt.len) != 0
-        || oip_out_write(o, ",\"shape\":", 9) != 0
-        || oip_gres_shape(c, o, go->msg, go->len, 3) != 0
-        || oip_gres_params(c, o, go->msg, go->len, 4, *size, 1) != 0)
-    {
-        return -1;
+    if (f->len == 0) {
+        return oip_fail(&m->c, 400, OIP_REASON_OTHER, "outputs[%zu]: 'name' "
+                        "must not be empty", index);
     }
 
-    return oip_out_write(o, "}", 1);
+    for (i = 0; i < f->len; i++) {
+        if (f->data[i] < 0x20) {
+            return oip_fail(&m->c, 400, OIP_REASON_OTHER, "outputs[%zu]: "
+                            "'name' must not hold control characters", index);
+        }
+    }
+
+    it->name.data = f->data;
+    it->name.len = f->len;
+    it->name.escaped = 0;
+    it->has_name = 1;
+
+    return 0;
+}
+
+
+/* the shape (field 3, packed or not): each dimension 0 to 2^63-1 */
+
+static int
+oip_gres_dims(oip_msg_t *m, oip_item_t *it, const uint8_t *msg, size_t len)
+{
+    int         zero, over;
+    size_t      n, cap;
+    uint64_t    v, prod, *shape, *dims;
+    oip_pbr_t   r, s;
+    oip_pbf_t   f;
+
+    r.p = msg;
+    r.end = msg + len;
+
+    shape = NULL;
+    n = 0;
+    cap = 0;
+    prod = 1;
+    zero = 0;
+    over = 0;
+
+    while (oip_pbr_next(&r, &f) == 1) {
+        if (f.field != 3) {
+            continue;
+        }
+
+        s.p = f.data;
+        s.end = f.data ? f.data + f.len : NULL;
+
+        while (f.type == OIP_PB_VARINT || s.p < s.end) {
+            if (f.type == OIP_PB_VARINT) {
+                v = f.v;
+
+            } else if (f.type != OIP_PB_LEN || oip_pbr_varint(&s, &v) != 0) {
+                return oip_fail(&m->c, 502, OIP_REASON_SHAPE, "the gRPC "
+                                "answer has a broken shape");
+            }
+
+            if (v > (uint64_t) INT64_MAX) {
+                return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "output '%.*s': "
+                                "shape dimension %lld is not an integer from "
+                                "0 to 2^63-1",
+                                (int) oip_utf8_cut(it->name.data,
+                                                   it->name.len,
+                                                   OIP_NAME_MAX),
+                                it->name.data, (long long) (int64_t) v);
+            }
+
+            if (n == cap) {
+                dims = oip_grow(&m->c, shape, n, &cap, sizeof(uint64_t));
+                if (dims == NULL) {
+                    return -1;
+                }
+
+                shape = dims;
+            }
+
+            shape[n++] = v;
+
+            if (v == 0) {
+                zero = 1;
+
+            } else if (prod > (uint64_t) INT64_MAX / v) {
+                over = 1;
+
+            } else {
+                prod *= v;
+            }
+
+            if (f.type == OIP_PB_VARINT) {
+                break;
+            }
+        }
+    }
+
+    it->t.shape = shape;
+    it->t.rank = n;
+
+    if (over && !zero) {
+        return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "output '%.*s': the "
+                        "product of its shape overflows 2^63-1",
+                        (int) oip_utf8_cut(it->name.data, it->name.len,
+                                           OIP_NAME_MAX), it->name.data);
+    }
+
+    it->t.count = zero ? 0 : prod;
+
+    return 0;
 }
 
 

@@ -1,16 +1,17 @@
 
 /*
- * Copyright (C) ngx_oip_module authors
- *
- * A REST request, validated and made binary by oip_request_process(), as
- * one framed ModelInferRequest (oip_grpc_request()): its JSON header read
- * into inputs, outputs and parameters, each input's data referenced where
- * it lies (or written as typed contents), the message sized, then
- * written.
+ * A REST request as one framed ModelInferRequest, written from the items
+ * oip_request.c read (oip_request_grpc(), the target of opt->grpc): no
+ * REST body is made and no JSON read twice.  Names, datatypes and shapes
+ * come from the items, parameters from where the scan found them, each
+ * input's data is referenced where it lies (a binary chunk, or its JSON
+ * data made binary), or written as typed contents; the message is sized,
+ * then written.
  */
 
 
 #include "oip_pb.h"
+#include "oip_request.h"
 #include "oip_number.h"
 
 
@@ -38,16 +39,15 @@ typedef struct {
     const uint8_t         *dt;
     size_t                 dt_len;
     oip_dtype_e            dtype;
-    uint64_t              *shape;
+    const uint64_t        *shape;
     size_t                 rank;
-    size_t                 shape_cap;
     oip_gparams_t          params;
-    uint64_t               size;       /* binary_data_size */
-    unsigned               has_size:1;
+    uint64_t               size;       /* its binary size */
 
     /* its data, as the message carries it */
     oip_seg_t             *data;
     size_t                 ndata;
+    oip_seg_t              one;        /* a binary chunk */
     const uint8_t         *typed;      /* typed contents written here */
     size_t                 typed_len;  /* the packed field's payload */
     unsigned               typed_ref:1; /* the payload is data itself */
@@ -55,8 +55,9 @@ typedef struct {
 
 
 typedef struct {
-    oip_ctx_t              c;
-    oip_json_t             j;
+    oip_ctx_t             *c;
+    oip_msg_t             *m;
+    oip_json_t             j;          /* parameters, read again */
     const oip_grpc_options_t *g;
 
     const uint8_t         *id;
@@ -65,22 +66,21 @@ typedef struct {
 
     oip_ginput_t          *in;
     size_t                 nin;
-    size_t                 in_cap;
 
     oip_ginput_t          *out;        /* only name and parameters */
     size_t                 nout;
-    size_t                 out_cap;
 } oip_greq_t;
 
 
-static int oip_greq_root(oip_greq_t *q);
+static int oip_greq_items(oip_greq_t *q, oip_req_t *rq);
+static int oip_greq_inputs(oip_greq_t *q, oip_msg_t *m);
+static int oip_greq_name(oip_greq_t *q, const oip_str_t *s,
+    const uint8_t **name, size_t *len);
 static int oip_greq_string(oip_greq_t *q, const uint8_t **s, size_t *len);
-static int oip_greq_params(oip_greq_t *q, oip_gparams_t *ps,
+static int oip_greq_params(oip_greq_t *q, const uint8_t *at,
+    oip_gparams_t *ps, const char *skip, const char *what, oip_ginput_t *t);
+static int oip_greq_param_list(oip_greq_t *q, oip_gparams_t *ps,
     const char *skip, const char *what, oip_ginput_t *t);
-static int oip_greq_tensors(oip_greq_t *q, int outputs);
-static int oip_greq_tensor(oip_greq_t *q, oip_ginput_t *t, int outputs);
-static int oip_greq_data(oip_greq_t *q, const oip_seg_t *segs, size_t nsegs,
-    size_t skip);
 static int oip_greq_typed(oip_greq_t *q, oip_ginput_t *t);
 static void oip_greq_write(oip_greq_t *q, oip_pb_t *w);
 static void oip_greq_params_write(oip_pb_t *w, unsigned field,
@@ -92,62 +92,29 @@ static size_t oip_greq_tensor_write(oip_greq_t *q, oip_pb_t *w,
 /* ------------------------------------------------ REST -> ModelInfer */
 
 int
-oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
-    const oip_grpc_options_t *g, const oip_seg_t *segs, size_t nsegs,
-    size_t header_len)
+oip_request_grpc(oip_msg_t *m, oip_result_t *res)
 {
-    size_t       i, len, total;
-    uint8_t     *hdr, *p, frame[5];
+    size_t       i, total;
+    uint8_t      frame[5];
     oip_pb_t     w;
     oip_out_t    o;
     oip_greq_t   q;
 
     memset(&q, 0, sizeof(oip_greq_t));
 
-    q.g = g;
-    oip_ctx_init(&q.c, a, res->error, &res->reason, (size_t) -1);
+    q.g = m->opt->grpc;
+    q.m = m;
+    q.c = &m->c;
 
-    /* the header, in one piece: it is small, and it is walked twice */
-
-    hdr = oip_alloc(&q.c, header_len ? header_len : 1);
-    if (hdr == NULL) {
-        return res->status = q.c.status;
-    }
-
-    p = hdr;
-    len = header_len;
-
-    for (i = 0; i < nsegs && len; i++) {
-        p = (uint8_t *) memcpy(p, segs[i].data, oip_min(len, segs[i].len))
-            + oip_min(len, segs[i].len);
-        len -= oip_min(len, segs[i].len);
-    }
-
-    if (len) {
-        oip_fail(&q.c, 500, OIP_REASON_OTHER, "the binary request is shorter "
-                 "than its header");
-        return res->status = q.c.status;
-    }
-
-    oip_json_init(&q.j, &q.c, hdr, header_len, 64);
-
-    if (oip_greq_root(&q) != 0
-        || oip_greq_data(&q, segs, nsegs, header_len) != 0)
+    if (oip_greq_items(&q, m->data) != 0
+        || oip_greq_inputs(&q, m) != 0)
     {
-        oip_json_done(&q.j);
-
-        if (q.c.status == 0) {
-            res->reason = OIP_REASON_OTHER;
-        }
-
-        return res->status = q.c.status ? q.c.status : 500;
+        return -1;
     }
 
-    oip_json_done(&q.j);
-
-    for (i = 0; g->typed && i < q.nin; i++) {
+    for (i = 0; q.g->typed && i < q.nin; i++) {
         if (oip_greq_typed(&q, &q.in[i]) != 0) {
-            return res->status = q.c.status;
+            return -1;
         }
     }
 
@@ -157,14 +124,13 @@ oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
     oip_greq_write(&q, &w);
     total = w.n;
 
-    if (total > g->max_message) {
-        oip_fail(&q.c, 413, OIP_REASON_LIMIT, "the gRPC message of %zu bytes "
-                 "exceeds oip_grpc_max_message (%zu bytes)", total,
-                 g->max_message);
-        return res->status = q.c.status;
+    if (total > q.g->max_message) {
+        return oip_fail(q.c, 413, OIP_REASON_LIMIT, "the gRPC message of %zu "
+                        "bytes exceeds oip_grpc_max_message (%zu bytes)",
+                        total, q.g->max_message);
     }
 
-    oip_out_init(&o, &q.c, 4096);
+    oip_out_init(&o, q.c, 4096);
 
     oip_grpc_frame(frame, total);
 
@@ -175,17 +141,12 @@ oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
     oip_greq_write(&q, &w);
 
     if (w.err || oip_out_cut(&o) != 0) {
-        if (q.c.status == 0) {
-            res->reason = OIP_REASON_OTHER;
-        }
-
-        return res->status = q.c.status ? q.c.status : 500;
+        return -1;
     }
 
     if (w.n != total + 5) {
-        oip_fail(&q.c, 500, OIP_REASON_OTHER, "internal error in the gRPC "
-                 "encoder");
-        return res->status = q.c.status;
+        return oip_fail(q.c, 500, OIP_REASON_OTHER, "internal error in the "
+                        "gRPC encoder");
     }
 
     res->segs = o.segs;
@@ -196,61 +157,163 @@ oip_grpc_request(oip_result_t *res, const oip_alloc_t *a,
     res->rewritten = 1;
     res->content_type = OIP_TYPE_GRPC;
 
-    return res->status = 0;
+    return 0;
 }
 
 
+/* the request's id and parameters, and the outputs it names */
+
 static int
-oip_greq_root(oip_greq_t *q)
+oip_greq_items(oip_greq_t *q, oip_req_t *rq)
 {
-    int          rc;
-    oip_json_t  *j;
-    oip_walk_t   w;
+    size_t         i;
+    oip_ginput_t  *t;
 
-    j = &q->j;
-
-    oip_json_ws(j);
-
-    if (j->p == j->end || *j->p != '{') {
-        return oip_fail(&q->c, 500, OIP_REASON_OTHER, "the binary request's "
-                        "header is not an object");
+    if (rq->id_other) {
+        /* a ModelInferRequest's id is a string */
+        return oip_fail(q->c, 400, OIP_REASON_DATATYPE, "a string was "
+                        "expected");
     }
 
-    if (oip_walk_start(j, &w) != 0) {
+    if (rq->id.data && oip_greq_name(q, &rq->id, &q->id, &q->id_len) != 0) {
         return -1;
     }
 
-    while ((rc = oip_walk_next(j, &w)) == 1) {
+    if (rq->top.has_params
+        && oip_greq_params(q, rq->top.params_at, &q->params,
+                           "binary_data_output", "request", NULL)
+           != 0)
+    {
+        return -1;
+    }
 
-        if (*j->p == 'n' && oip_json_null(j)) {
-            /* null is absent */
-            continue;
-        }
+    if (rq->nouts == 0) {
+        return 0;
+    }
 
-        if (oip_json_str_eq(&w.key, "id", 2)) {
-            rc = oip_greq_string(q, &q->id, &q->id_len);
+    q->out = oip_alloc(q->c, rq->nouts * sizeof(oip_ginput_t));
+    if (q->out == NULL) {
+        return -1;
+    }
 
-        } else if (oip_json_str_eq(&w.key, "parameters", 10)) {
-            rc = oip_greq_params(q, &q->params, "binary_data_output",
-                                 "request", NULL);
+    memset(q->out, 0, rq->nouts * sizeof(oip_ginput_t));
+    q->nout = rq->nouts;
 
-        } else if (oip_json_str_eq(&w.key, "inputs", 6)) {
-            rc = oip_greq_tensors(q, 0);
+    for (i = 0; i < rq->nouts; i++) {
+        t = &q->out[i];
+        t->name = rq->out_names[i].data;
+        t->name_len = rq->out_names[i].len;
 
-        } else if (oip_json_str_eq(&w.key, "outputs", 7)) {
-            rc = oip_greq_tensors(q, 1);
-
-        } else {
-            /* nothing else has a place in a ModelInferRequest */
-            rc = oip_json_skip(j);
-        }
-
-        if (rc != 0) {
+        if (rq->outs[i].has_params
+            && oip_greq_params(q, rq->outs[i].params_at, &t->params,
+                               "binary_data", "output", t)
+               != 0)
+        {
             return -1;
         }
     }
 
-    return (rc < 0) ? -1 : 0;
+    return 0;
+}
+
+
+/*
+ * The inputs, from the items: parameters first, then the data, each
+ * input's binary chunk or its JSON data made binary, referenced.
+ */
+
+static int
+oip_greq_inputs(oip_greq_t *q, oip_msg_t *m)
+{
+    size_t         i;
+    oip_item_t    *it;
+    oip_ginput_t  *t;
+
+    q->in = oip_alloc(q->c, (m->nitems ? m->nitems : 1)
+                            * sizeof(oip_ginput_t));
+    if (q->in == NULL) {
+        return -1;
+    }
+
+    memset(q->in, 0, (m->nitems ? m->nitems : 1) * sizeof(oip_ginput_t));
+    q->nin = m->nitems;
+
+    for (i = 0; i < m->nitems; i++) {
+        it = &m->items[i];
+        t = &q->in[i];
+
+        if (oip_greq_name(q, &it->name, &t->name, &t->name_len) != 0) {
+            return -1;
+        }
+
+        /* re-typed to the signature's, perhaps: the item's datatype */
+
+        t->dtype = it->t.dt;
+        t->dt = (const uint8_t *) oip_dtypes[t->dtype].name;
+        t->dt_len = oip_dtypes[t->dtype].len;
+        t->shape = it->t.shape;
+        t->rank = it->t.rank;
+
+        if (it->params_at
+            && oip_greq_params(q, it->params_at, &t->params,
+                               "binary_data_size", "input", t)
+               != 0)
+        {
+            return -1;
+        }
+    }
+
+    for (i = 0; i < m->nitems; i++) {
+        it = &m->items[i];
+        t = &q->in[i];
+
+        if (it->act == OIP_ACT_BINARY) {
+            t->data = it->chunk ? it->chunk : &it->one;
+            t->ndata = it->nchunk;
+            t->size = it->chunk_len;
+
+        } else if (it->has_bds) {
+            t->data = &t->one;
+            t->data->data = it->bin;
+            t->data->len = it->bds_size;
+            t->ndata = 1;
+            t->size = it->bds_size;
+
+        } else {
+            return oip_fail(q->c, 400, OIP_REASON_OTHER, "input '%.*s' has "
+                            "no data in the request: shared memory is not "
+                            "carried to a gRPC upstream",
+                            (int) oip_min(t->name_len, 64), t->name);
+        }
+    }
+
+    return 0;
+}
+
+
+/* a name or an id, unescaped */
+
+static int
+oip_greq_name(oip_greq_t *q, const oip_str_t *s, const uint8_t **name,
+    size_t *len)
+{
+    uint8_t  *p;
+
+    if (!s->escaped) {
+        *name = s->data;
+        *len = s->len;
+        return 0;
+    }
+
+    p = oip_alloc(q->c, oip_json_unescaped_len(s) + 1);
+    if (p == NULL) {
+        return -1;
+    }
+
+    *len = oip_json_unescape(p, s);
+    *name = p;
+
+    return 0;
 }
 
 
@@ -261,7 +324,7 @@ oip_greq_string(oip_greq_t *q, const uint8_t **s, size_t *len)
     oip_str_t   str;
 
     if (*q->j.p != '"') {
-        return oip_fail(&q->c, 400, OIP_REASON_DATATYPE,
+        return oip_fail(q->c, 400, OIP_REASON_DATATYPE,
                         "a string was expected");
     }
 
@@ -275,7 +338,7 @@ oip_greq_string(oip_greq_t *q, const uint8_t **s, size_t *len)
         return 0;
     }
 
-    p = oip_alloc(&q->c, oip_json_unescaped_len(&str) + 1);
+    p = oip_alloc(q->c, oip_json_unescaped_len(&str) + 1);
     if (p == NULL) {
         return -1;
     }
@@ -294,7 +357,25 @@ oip_greq_string(oip_greq_t *q, const uint8_t **s, size_t *len)
  */
 
 static int
-oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
+oip_greq_params(oip_greq_t *q, const uint8_t *at, oip_gparams_t *ps,
+    const char *skip, const char *what, oip_ginput_t *t)
+{
+    int  rc;
+
+    /* a second look where the scan found an object */
+
+    oip_msg_sub(q->m, &q->j, at);
+
+    rc = oip_greq_param_list(q, ps, skip, what, t);
+
+    oip_json_done(&q->j);
+
+    return rc;
+}
+
+
+static int
+oip_greq_param_list(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
     const char *what, oip_ginput_t *t)
 {
     int            rc;
@@ -305,11 +386,6 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
     oip_gparam_t  *p;
 
     j = &q->j;
-
-    if (*j->p != '{') {
-        return oip_fail(&q->c, 400, OIP_REASON_OTHER, "'parameters' must be an "
-                        "object");
-    }
 
     if (oip_walk_start(j, &w) != 0) {
         return -1;
@@ -324,20 +400,7 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
         if (oip_json_str_eq(&w.key, skip, strlen(skip))) {
             /* the binary extension's own: nothing to tell over gRPC */
 
-            if (t && strcmp(skip, "binary_data_size") == 0) {
-                /* an input's: how much of the binary part is its own */
-                if (oip_json_number(j, &n) != 0
-                    || oip_num_u64(&n, &u) != OIP_NUM_OK || n.neg)
-                {
-                    return oip_fail(&q->c, 400, OIP_REASON_SHAPE,
-                                    "'binary_data_size' must be a non-negative "
-                                    "integer");
-                }
-
-                t->size = u;
-                t->has_size = 1;
-
-            } else if (oip_json_skip(j) != 0) {
+            if (oip_json_skip(j) != 0) {
                 return -1;
             }
 
@@ -345,7 +408,7 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
         }
 
         if (ps->n == ps->cap) {
-            p = oip_grow(&q->c, ps->p, ps->n, &ps->cap,
+            p = oip_grow(q->c, ps->p, ps->n, &ps->cap,
                          sizeof(oip_gparam_t));
             if (p == NULL) {
                 return -1;
@@ -358,7 +421,7 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
         memset(p, 0, sizeof(oip_gparam_t));
 
         if (w.key.escaped) {
-            p->key = oip_alloc(&q->c, oip_json_unescaped_len(&w.key) + 1);
+            p->key = oip_alloc(q->c, oip_json_unescaped_len(&w.key) + 1);
             if (p->key == NULL) {
                 return -1;
             }
@@ -386,7 +449,7 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
 
         case '{':
         case '[':
-            return oip_fail(&q->c, 400, OIP_REASON_OTHER, "%s%s%.*s%s "
+            return oip_fail(q->c, 400, OIP_REASON_OTHER, "%s%s%.*s%s "
                             "parameter '%.*s': a gRPC InferParameter holds a "
                             "bool, a number or a string, not %s", what,
                             t ? " '" : "",
@@ -418,7 +481,7 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
                 p->kind = OIP_GP_DOUBLE;
 
                 if (oip_num_double(&n, &p->d) != 0) {
-                    return oip_fail(&q->c, 400, OIP_REASON_DATATYPE, "%s "
+                    return oip_fail(q->c, 400, OIP_REASON_DATATYPE, "%s "
                                     "parameter '%.*s': a number out of range",
                                     what, (int) oip_min(p->key_len, 64),
                                     p->key);
@@ -434,213 +497,6 @@ oip_greq_params(oip_greq_t *q, oip_gparams_t *ps, const char *skip,
     }
 
     return (rc < 0) ? -1 : 0;
-}
-
-
-static int
-oip_greq_tensors(oip_greq_t *q, int outputs)
-{
-    int            rc;
-    size_t        *n, *cap;
-    oip_arr_t      a;
-    oip_json_t    *j;
-    oip_ginput_t  *t, **ts;
-
-    j = &q->j;
-
-    if (*j->p != '[') {
-        return oip_fail(&q->c, 400, OIP_REASON_OTHER, "'%s' must be an array",
-                        outputs ? "outputs" : "inputs");
-    }
-
-    if (oip_json_array(j, &a) != 0) {
-        return -1;
-    }
-
-    ts = outputs ? &q->out : &q->in;
-    n = outputs ? &q->nout : &q->nin;
-    cap = outputs ? &q->out_cap : &q->in_cap;
-
-    while ((rc = oip_json_element(j, &a)) == 1) {
-
-        if (*n == *cap) {
-            t = oip_grow(&q->c, *ts, *n, cap, sizeof(oip_ginput_t));
-            if (t == NULL) {
-                return -1;
-            }
-
-            *ts = t;
-        }
-
-        t = &(*ts)[*n];
-        memset(t, 0, sizeof(oip_ginput_t));
-        t->dtype = OIP_DT_NONE;
-
-        if (oip_greq_tensor(q, t, outputs) != 0) {
-            return -1;
-        }
-
-        (*n)++;
-    }
-
-    return (rc < 0) ? -1 : 0;
-}
-
-
-static int
-oip_greq_tensor(oip_greq_t *q, oip_ginput_t *t, int outputs)
-{
-    int          rc;
-    uint64_t     u, *s;
-    oip_num_t    n;
-    oip_arr_t    a;
-    oip_json_t  *j;
-    oip_walk_t   w;
-
-    j = &q->j;
-
-    if (*j->p != '{') {
-        return oip_fail(&q->c, 400, OIP_REASON_OTHER, "a tensor must be an "
-                        "object");
-    }
-
-    if (oip_walk_start(j, &w) != 0) {
-        return -1;
-    }
-
-    while ((rc = oip_walk_next(j, &w)) == 1) {
-
-        if (*j->p == 'n' && oip_json_null(j)) {
-            continue;
-        }
-
-        if (oip_json_str_eq(&w.key, "name", 4)) {
-            rc = oip_greq_string(q, &t->name, &t->name_len);
-
-        } else if (outputs) {
-            if (oip_json_str_eq(&w.key, "parameters", 10)) {
-                rc = oip_greq_params(q, &t->params, "binary_data",
-                                     "output", t);
-            } else {
-                rc = oip_json_skip(j);
-            }
-
-        } else if (oip_json_str_eq(&w.key, "datatype", 8)) {
-            rc = oip_greq_string(q, &t->dt, &t->dt_len);
-
-            if (rc == 0) {
-                t->dtype = oip_dtype_find(t->dt, t->dt_len);
-            }
-
-        } else if (oip_json_str_eq(&w.key, "shape", 5)) {
-            if (*j->p != '[' || oip_json_array(j, &a) != 0) {
-                return oip_fail(&q->c, 400, OIP_REASON_SHAPE, "'shape' must be "
-                                "an array");
-            }
-
-            while ((rc = oip_json_element(j, &a)) == 1) {
-                if (oip_json_number(j, &n) != 0
-                    || oip_num_u64(&n, &u) != OIP_NUM_OK || n.neg
-                    || u > INT64_MAX)
-                {
-                    return oip_fail(&q->c, 400, OIP_REASON_SHAPE,
-                                    "a dimension of a shape must be a "
-                                    "non-negative integer");
-                }
-
-                if (t->rank == t->shape_cap) {
-                    s = oip_grow(&q->c, t->shape, t->rank, &t->shape_cap,
-                                 sizeof(uint64_t));
-                    if (s == NULL) {
-                        return -1;
-                    }
-
-                    t->shape = s;
-                }
-
-                t->shape[t->rank++] = u;
-            }
-
-            rc = (rc < 0) ? -1 : 0;
-
-        } else if (oip_json_str_eq(&w.key, "parameters", 10)) {
-            /* binary_data_size is read there */
-            rc = oip_greq_params(q, &t->params, "binary_data_size", "input",
-                                 t);
-
-        } else {
-            /* "data" cannot be here: the request was made binary */
-            rc = oip_json_skip(j);
-        }
-
-        if (rc != 0) {
-            return -1;
-        }
-    }
-
-    return (rc < 0) ? -1 : 0;
-}
-
-
-/* the raw contents: the chunks after the header, input by input */
-
-static int
-oip_greq_data(oip_greq_t *q, const oip_seg_t *segs, size_t nsegs,
-    size_t skip)
-{
-    size_t         i, k, off, need, take, cap;
-    oip_seg_t     *d;
-    oip_ginput_t  *t;
-
-    k = 0;
-    off = skip;
-
-    for (i = 0; i < q->nin; i++) {
-        t = &q->in[i];
-
-        if (!t->has_size) {
-            return oip_fail(&q->c, 400, OIP_REASON_OTHER, "input '%.*s' has no "
-                            "data in the request: shared memory is not carried "
-                            "to a gRPC upstream",
-                            (int) oip_min(t->name_len, 64), t->name);
-        }
-
-        need = t->size;
-        cap = 0;
-
-        while (need) {
-            while (k < nsegs && off >= segs[k].len) {
-                off -= segs[k].len;
-                k++;
-            }
-
-            if (k == nsegs) {
-                return oip_fail(&q->c, 500, OIP_REASON_OTHER, "the binary "
-                                "request is shorter than its tensors");
-            }
-
-            take = oip_min(need, segs[k].len - off);
-
-            if (t->ndata == cap) {
-                d = oip_grow(&q->c, t->data, t->ndata, &cap,
-                             sizeof(oip_seg_t));
-                if (d == NULL) {
-                    return -1;
-                }
-
-                t->data = d;
-            }
-
-            t->data[t->ndata].data = segs[k].data + off;
-            t->data[t->ndata].len = take;
-            t->ndata++;
-
-            off += take;
-            need -= take;
-        }
-    }
-
-    return 0;
 }
 
 
@@ -660,7 +516,7 @@ oip_greq_typed(oip_greq_t *q, oip_ginput_t *t)
     const uint8_t  *src, *s, *end;
 
     if (t->dtype >= OIP_DT_NONE || oip_grpc_typed_field[t->dtype] == 0) {
-        return oip_fail(&q->c, 400, OIP_REASON_OTHER, "input '%.*s': %.*s has "
+        return oip_fail(q->c, 400, OIP_REASON_OTHER, "input '%.*s': %.*s has "
                         "no typed contents field in gRPC (oip_grpc_contents "
                         "typed); it travels as raw contents only",
                         (int) oip_min(t->name_len, 64), t->name,
@@ -669,7 +525,7 @@ oip_greq_typed(oip_greq_t *q, oip_ginput_t *t)
 
     if (t->ndata > 1) {
         /* gathered, to be read element by element */
-        dst = oip_alloc(&q->c, t->size);
+        dst = oip_alloc(q->c, t->size);
         if (dst == NULL) {
             return -1;
         }
@@ -707,7 +563,7 @@ oip_greq_typed(oip_greq_t *q, oip_ginput_t *t)
             len += 1 + oip_pb_varint_len(el) + el;
         }
 
-        dst = oip_alloc(&q->c, len ? len : 1);
+        dst = oip_alloc(q->c, len ? len : 1);
         if (dst == NULL) {
             return -1;
         }
@@ -739,7 +595,7 @@ oip_greq_typed(oip_greq_t *q, oip_ginput_t *t)
         len += oip_pb_varint_len(u);
     }
 
-    dst = oip_alloc(&q->c, len ? len : 1);
+    dst = oip_alloc(q->c, len ? len : 1);
     if (dst == NULL) {
         return -1;
     }

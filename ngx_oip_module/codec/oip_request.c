@@ -99,6 +99,10 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     c = &rq.m.c;
     rq.m.keep_binary = (opt->digest != NULL);
 
+    if (opt->grpc) {
+        rq.m.target = oip_request_grpc;
+    }
+
     if (f->encoding != OIP_ENC_NONE) {
         /* IHCL and the limits count the bytes after decompression */
 
@@ -207,6 +211,12 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
         }
 
         return res->status = c->status;
+    }
+
+    if (opt->grpc) {
+        /* its answer is protobuf: always converted back */
+        res->manage = 1;
+        return res->status = 0;
     }
 
     /* the answer may have to be reshaped, or outputs dropped from it */
@@ -466,6 +476,7 @@ oip_request_envelope(oip_msg_t *m)
                 rc = oip_json_string(j, &rq->id);
 
             } else if (!oip_null_member(j, &nulls, &w)) {
+                rq->id_other = 1;
                 rc = oip_json_skip(j);
             }
 
@@ -1055,7 +1066,11 @@ oip_request_edits(oip_msg_t *m)
 {
     oip_req_t  *rq = m->data;
 
-    if (oip_outputs_edits(rq) != 0 || oip_request_stats(rq, rq->res) != 0) {
+    /* the flags that ask a REST upstream for binary outputs */
+
+    if ((m->target == NULL && oip_outputs_edits(rq) != 0)
+        || oip_request_stats(rq, rq->res) != 0)
+    {
         return -1;
     }
 

@@ -3,7 +3,8 @@
  * Copyright (C) ngx_oip_module authors
  *
  * A request as oip_request.c reads it, shared with oip_digest.c, which
- * writes its canonical form.
+ * writes its canonical form, and oip_pb_request.c, which writes it as
+ * protobuf.
  */
 
 
@@ -45,6 +46,7 @@ typedef struct {
 
     oip_str_t              id;          /* a string "id" */
 
+    unsigned               id_other:1;  /* an "id" neither string nor null */
     unsigned               raw:1;
     unsigned               misfit:1;    /* refused by the signature */
 } oip_req_t;
@@ -56,6 +58,13 @@ typedef struct {
  * request (shared memory); -1 with the error in the context.
  */
 int oip_request_digest(oip_req_t *rq);
+
+/*
+ * The request as one framed ModelInferRequest (oip_pb_request.c), written
+ * from its items: the target of opt->grpc.  Returns 0, or -1 with the
+ * error in the context.
+ */
+int oip_request_grpc(oip_msg_t *m, oip_result_t *res);
 
 
 #endif /* _OIP_REQUEST_H_INCLUDED_ */

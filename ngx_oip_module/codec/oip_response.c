@@ -12,7 +12,7 @@
 
 #include <stdio.h>
 
-#include "oip_message.h"
+#include "oip_pb.h"
 
 
 typedef struct {
@@ -57,10 +57,11 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     const oip_options_t *opt, const oip_wish_t *wish, const oip_framing_t *f,
     const uint8_t *body, size_t len)
 {
-    int         rc;
-    char        msg[OIP_ERROR_LEN];
-    oip_ctx_t  *c;
-    oip_resp_t  rs;
+    int             rc;
+    char            msg[OIP_ERROR_LEN];
+    oip_ctx_t      *c;
+    oip_resp_t      rs;
+    oip_envelope_t  env;
 
     memset(&rs, 0, sizeof(oip_resp_t));
     oip_msg_init(&rs.m, &oip_response_kind, opt, a, res);
@@ -70,27 +71,42 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     rs.wish = wish;
     c = &rs.m.c;
 
-    if (f->ihcl == 0) {
-        oip_fail(c, 400, OIP_REASON_SHAPE, "Inference-Header-Content-Length is "
-                 "0");
-        rc = -1;
+    rc = oip_wish_index(&rs);
 
-    } else {
-        rc = oip_msg_split(&rs.m, f, body, len);
-    }
+    if (rc == 0 && f->protobuf) {
+        /* no JSON to edit: its items, read from protobuf, are written */
 
-    if (rc == 0) {
-        rc = oip_wish_index(&rs);
-    }
+        rc = oip_answer_grpc(&rs.m, &env, body, len);
 
-    if (rc == 0) {
-        rc = oip_msg_run(&rs.m, res);
+        if (rc == 0) {
+            oip_response_stats(&rs);
+            rc = oip_envelope_write(&rs.m, &env, res);
+        }
+
+    } else if (rc == 0) {
+        if (f->ihcl == 0) {
+            oip_fail(c, 400, OIP_REASON_SHAPE,
+                     "Inference-Header-Content-Length is 0");
+            rc = -1;
+
+        } else {
+            rc = oip_msg_split(&rs.m, f, body, len);
+        }
+
+        if (rc == 0) {
+            rc = oip_msg_run(&rs.m, res);
+        }
     }
 
     oip_free(c, rs.table);
     oip_free(c, rs.id_text);
 
     if (rc == 0) {
+        if (!f->protobuf) {
+            /* a REST answer is rewritten only when reshaped */
+            res->reshaped = res->rewritten;
+        }
+
         /* the headers say what the body is, whoever answered */
         res->content_type = res->binary ? OIP_TYPE_BINARY : OIP_TYPE_JSON;
         return res->status = 0;

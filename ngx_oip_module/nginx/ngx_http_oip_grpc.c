@@ -2,18 +2,29 @@
 /*
  * Copyright (C) ngx_oip_module authors
  *
- * The gRPC transport (oip_upstream_protocol grpc): a REST request, once
- * the request path has checked it, becomes the gRPC call nginx's own
- * grpc_pass sends (its method, :path, content-type and te set here), and
- * the call's answer, held by the response path, is read here for it.
- * Both paths use this file; it uses neither.  The protobuf is the
- * codec's (oip_grpc.c).
+ * The gRPC transport (oip_upstream_protocol grpc), one table of the
+ * operations the paths call (ngx_http_oip_transport_t): a REST path is
+ * routed to its call, an infer request's codec writes its
+ * ModelInferRequest (prepare), the request becomes the call nginx's own
+ * grpc_pass sends (its method, :path and te set here), and the call's
+ * answer, held by the response path, is read here for it.  The paths
+ * know this file only by its table.  The protobuf is the codec's.
  */
 
 
 #include "ngx_http_oip_module.h"
 
 
+static ngx_int_t ngx_http_oip_grpc_route(ngx_http_request_t *r,
+    ngx_http_oip_route_t *rt);
+static ngx_int_t ngx_http_oip_grpc_call(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
+static void ngx_http_oip_grpc_prepare(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, ngx_http_oip_run_t *run);
+static ngx_int_t ngx_http_oip_grpc_target(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_grpc_answer(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res, oip_framing_t *framing);
 static void ngx_http_oip_grpc_options(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_grpc_options_t *g);
 static void ngx_http_oip_grpc_hide(ngx_list_t *list);
@@ -29,6 +40,25 @@ static ngx_str_t  ngx_http_oip_grpc_message_name =
     ngx_string("grpc-message");
 
 
+const ngx_http_oip_transport_t  ngx_http_oip_grpc_transport = {
+    "grpc",
+    ngx_http_oip_grpc_route,
+    ngx_http_oip_grpc_call,
+    ngx_http_oip_grpc_prepare,
+    ngx_http_oip_grpc_target,
+    ngx_http_oip_grpc_answer,
+    ngx_string("not found: not a path of the protocol this gateway "
+               "translates to gRPC"),
+    ngx_string("method not allowed: this gateway translates POST for "
+               "infer and GET for health and metadata"),
+    0,                           /* passes: there is no REST upstream */
+    0,                           /* carrier: the call is protobuf */
+    1,                           /* manage: every answer is converted */
+    1,                           /* subrequests: metadata is a call too */
+    1                            /* any_uri */
+};
+
+
 /*
  * Which call a REST request is: NGX_OK (rpc, model, version set),
  * NGX_DECLINED (a gRPC client's own call: passed on as it is, so that
@@ -36,11 +66,11 @@ static ngx_str_t  ngx_http_oip_grpc_message_name =
  * with no gRPC call) or NGX_HTTP_NOT_ALLOWED.
  */
 
-ngx_int_t
-ngx_http_oip_grpc_route(ngx_http_request_t *r, ngx_uint_t *rpc,
-    ngx_str_t *model, ngx_str_t *version)
+static ngx_int_t
+ngx_http_oip_grpc_route(ngx_http_request_t *r, ngx_http_oip_route_t *rt)
 {
-    ngx_str_t        *uri;
+    ngx_uint_t       *rpc;
+    ngx_str_t        *uri, *model, *version;
     ngx_table_elt_t  *type;
 
     static ngx_str_t  live = ngx_string("/v2/health/live");
@@ -57,6 +87,9 @@ ngx_http_oip_grpc_route(ngx_http_request_t *r, ngx_uint_t *rpc,
         == 0)
 
     uri = &r->uri;
+    rpc = &rt->rpc;
+    model = &rt->model;
+    version = &rt->version;
 
     ngx_str_null(model);
     ngx_str_null(version);
@@ -138,7 +171,7 @@ ngx_http_oip_grpc_options(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
 /* a health or metadata GET's call: res->segs, the body to send */
 
-ngx_int_t
+static ngx_int_t
 ngx_http_oip_grpc_call(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_result_t *res)
 {
@@ -159,57 +192,23 @@ ngx_http_oip_grpc_call(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
 
 /*
- * The checked request (res, in the binary form) as one ModelInferRequest
- * in call; NGX_ERROR with call->status and call->error set when gRPC
- * cannot carry it.
+ * An infer request's codec writes its ModelInferRequest from the items
+ * it reads, with the binary extension's bytes as raw contents.
  */
 
-ngx_int_t
-ngx_http_oip_grpc_infer(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
-    oip_result_t *res, oip_result_t *call)
+static void
+ngx_http_oip_grpc_prepare(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    ngx_http_oip_run_t *run)
 {
-    size_t              n, header_len;
-    uint64_t            start;
-    oip_seg_t           body, *segs;
-    oip_alloc_t         alloc;
-    oip_grpc_options_t  g;
+    ngx_http_oip_grpc_options(r, ctx, &run->grpc);
 
-    if (res->rewritten) {
-        segs = res->segs;
-        n = res->nsegs;
-        header_len = res->binary ? res->header_len : res->body_len;
+    run->opt.inputs = OIP_FORM_BINARY;
+    run->opt.grpc = &run->grpc;
 
-    } else {
-        /* the client's body was already as gRPC wants it */
-
-        body.data = ctx->body;
-        body.len = ctx->body_len;
-        segs = &body;
-        n = 1;
-        header_len = (ctx->ihcl >= 0) ? (size_t) ctx->ihcl : ctx->body_len;
-    }
-
-    ngx_http_oip_grpc_options(r, ctx, &g);
-    ngx_http_oip_allocator(r, &alloc);
-
-    ngx_memzero(call, sizeof(oip_result_t));
-
-    start = ngx_http_oip_usec();
-
-    if (oip_grpc_request(call, &alloc, &g, segs, n, header_len) != 0) {
-        return NGX_ERROR;
-    }
-
-    ctx->request_usec += ngx_http_oip_usec() - start;
-
-    call->manage = 1;
-
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: ModelInferRequest of %uz bytes in %uz segments, "
-                   "%s contents", call->body_len, call->nsegs,
-                   g.typed ? "typed" : "raw");
-
-    return NGX_OK;
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: a ModelInferRequest, %s contents, at most %uz "
+                   "bytes", run->grpc.typed ? "typed" : "raw",
+                   run->grpc.max_message);
 }
 
 
@@ -221,7 +220,7 @@ ngx_http_oip_grpc_infer(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
  * is set with the body.
  */
 
-ngx_int_t
+static ngx_int_t
 ngx_http_oip_grpc_target(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
     ngx_table_elt_t  *te;
@@ -254,8 +253,8 @@ ngx_http_oip_grpc_target(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
  * The call's answer, held whole (ctx->buf), the upstream's trailers in
  * r->headers_out.trailers by now (or, for a trailers-only answer, in its
  * headers), read for the response path, which sends what it becomes:
- *   NGX_OK        an infer answer, now the binary REST answer in
- *                 ctx->buf, framed so, to give the client's form;
+ *   NGX_OK        an infer answer, the ModelInferResponse in ctx->buf,
+ *                 framed so (protobuf), to give the client's form;
  *   NGX_DONE      a health or metadata answer: res->segs, JSON, the
  *                 status set;
  *   NGX_DECLINED  a gRPC error: the status set, res->error its message;
@@ -264,7 +263,7 @@ ngx_http_oip_grpc_target(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
  *   NGX_ERROR.
  */
 
-ngx_int_t
+static ngx_int_t
 ngx_http_oip_grpc_answer(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_result_t *res, oip_framing_t *framing)
 {
@@ -398,39 +397,17 @@ ngx_http_oip_grpc_rest(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_result_t *res, oip_framing_t *framing)
 {
     int           truth;
-    size_t        header_len;
-    uint64_t      start;
-    oip_seg_t     answer;
     oip_alloc_t   alloc;
 
     ngx_http_oip_allocator(r, &alloc);
 
     if (ctx->rpc == OIP_RPC_MODEL_INFER) {
-        start = ngx_http_oip_usec();
+        /* the codec reads the held ModelInferResponse into items */
 
-        if (oip_grpc_response(res, &alloc, ctx->buf ? ctx->buf
-                                                    : (u_char *) "",
-                              ctx->len, &answer, &header_len)
-            != 0)
-        {
-            return NGX_ABORT;
-        }
-
-        ctx->answer_usec += ngx_http_oip_usec() - start;
-
-        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "oip: ModelInferResponse of %uz bytes is a binary "
-                       "answer of %uz", ctx->len, answer.len);
-
-        /* from here on, the answer held is that one */
-
-        ctx->buf = (u_char *) answer.data;
-        ctx->len = answer.len;
-        ctx->cap = answer.len;
-
-        framing->ihcl = (int64_t) header_len;
+        framing->ihcl = -1;
         framing->encoding = OIP_ENC_NONE;
         framing->carrier = OIP_CARRIER_HEADER;
+        framing->protobuf = 1;
 
         return NGX_OK;
     }
@@ -450,30 +427,4 @@ ngx_http_oip_grpc_rest(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_str_null(&r->headers_out.status_line);
 
     return NGX_DONE;
-}
-
-
-/* a metadata subrequest's context, when its location speaks gRPC */
-
-ngx_http_oip_ctx_t *
-ngx_http_oip_grpc_sub_ctx(ngx_http_request_t *r)
-{
-    ngx_http_oip_ctx_t       *ctx;
-    ngx_http_oip_loc_conf_t  *olcf;
-
-    ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
-
-    if (ctx == NULL || !ctx->sub || ctx->status == NGX_DECLINED) {
-        return NULL;
-    }
-
-    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
-
-    if (olcf->protocol != NGX_HTTP_OIP_PROTOCOL_GRPC) {
-        return NULL;
-    }
-
-    ctx->grpc = 1;
-
-    return ctx;
 }

@@ -384,6 +384,12 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
 
     ngx_conf_merge_uint_value(conf->protocol, prev->protocol,
                               NGX_HTTP_OIP_PROTOCOL_HTTP);
+
+    /* the transport is chosen here, once: the paths call its table */
+    conf->transport = (conf->protocol == NGX_HTTP_OIP_PROTOCOL_GRPC)
+                      ? &ngx_http_oip_grpc_transport
+                      : &ngx_http_oip_http_transport;
+
     ngx_conf_merge_uint_value(conf->grpc_typed, prev->grpc_typed, 0);
     ngx_conf_merge_uint_value(conf->carrier, prev->carrier,
                               OIP_CARRIER_HEADER);

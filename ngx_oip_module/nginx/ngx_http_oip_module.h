@@ -64,6 +64,9 @@ typedef struct {
 /* a request's step of finding its model's signature (signature.c) */
 typedef struct ngx_http_oip_sig_s  ngx_http_oip_sig_t;
 
+/* the upstream's transport: a table of operations, below */
+typedef struct ngx_http_oip_transport_s  ngx_http_oip_transport_t;
+
 
 typedef struct {
     ngx_flag_t             enable;
@@ -84,8 +87,9 @@ typedef struct {
     ngx_array_t           *sig_optional;    /* of oip_optional_t */
     ngx_flag_t             sig_coerce;
 
-    /* oip_upstream_protocol grpc: the gRPC transport (grpc.c) */
+    /* oip_upstream_protocol: the transport, its table */
     ngx_uint_t             protocol;        /* NGX_HTTP_OIP_PROTOCOL_* */
+    const ngx_http_oip_transport_t  *transport;
     ngx_uint_t             grpc_typed;      /* oip_grpc_contents typed */
     size_t                 grpc_max_message;
 
@@ -99,10 +103,24 @@ typedef struct {
 } ngx_http_oip_loc_conf_t;
 
 
+/*
+ * Where an infer request is on the request path, the handler's state
+ * (it runs again after each wait): zero when just routed.
+ */
+
+typedef enum {
+    NGX_HTTP_OIP_PHASE_SIGNATURE = 1,  /* its model's signature, first */
+    NGX_HTTP_OIP_PHASE_READ,           /* its body read and converted */
+    NGX_HTTP_OIP_PHASE_REFETCH,        /* a misfit: the signature once
+                                          more, then the body against it */
+    NGX_HTTP_OIP_PHASE_REFUSED,        /* a refusal to send: status */
+    NGX_HTTP_OIP_PHASE_PASSED          /* passed on, or refused: done */
+} ngx_http_oip_phase_e;
+
+
 typedef struct {
-    ngx_int_t              status;   /* NGX_DONE while reading the body,
-                                        NGX_DECLINED once passed on, or
-                                        the HTTP status of an error */
+    ngx_http_oip_phase_e   phase;
+    ngx_int_t              status;   /* REFUSED: the HTTP status */
     ngx_str_t              model;
     ngx_str_t              version;   /* empty: none in the URI */
     ngx_str_t              error;
@@ -128,11 +146,9 @@ typedef struct {
     ngx_uint_t             answer_form;   /* oip_shape_e, as given */
     ngx_uint_t             sig_lookup;    /* NGX_HTTP_OIP_LOOKUP_*, or 0 */
 
-    /* the request as it came, for its gRPC form (grpc.c) */
+    /* the call, as the transport routed it */
+    const ngx_http_oip_transport_t  *transport;
     ngx_uint_t             rpc;           /* oip_rpc_e */
-    const u_char          *body;
-    size_t                 body_len;
-    int64_t                ihcl;
     ngx_uint_t             carrier;       /* oip_carrier_e: the client's */
 
     /* the response path */
@@ -147,11 +163,10 @@ typedef struct {
     unsigned               failed:1;    /* an upstream error answer held */
     unsigned               sent:1;
     unsigned               replace:1;   /* with page, nginx's error page */
-    unsigned               body_read:1; /* processed once already */
+    unsigned               refetched:1; /* no second refetch */
     unsigned               misfit:1;    /* refused by the signature */
     unsigned               counted:1;   /* the variables' values are set */
     unsigned               answer_timed:1; /* the answer was converted */
-    unsigned               grpc:1;      /* to a gRPC upstream, translated */
     unsigned               sub:1;       /* a metadata subrequest's own */
 } ngx_http_oip_ctx_t;
 
@@ -180,6 +195,7 @@ struct ngx_http_oip_run_s {
     unsigned                  digested:1;  /* digest set up: $oip_digest */
     unsigned                  threaded:1;  /* it ran in a thread */
     oip_options_t             opt;
+    oip_grpc_options_t        grpc;      /* opt.grpc points here */
     oip_framing_t             framing;
     oip_digest_t              digest;
     oip_wish_t               *wish;
@@ -190,6 +206,62 @@ struct ngx_http_oip_run_s {
     oip_result_t              res;
     int                       rc;
     uint64_t                  usec;
+};
+
+
+/*
+ * The upstream's transport, chosen at configuration time by
+ * oip_upstream_protocol: what the request and answer paths ask of it,
+ * so that neither branches on it.
+ *
+ * route()    which call a request is: NGX_OK (rt set), NGX_DECLINED
+ *            (not the module's: passed on as it is), NGX_HTTP_NOT_FOUND
+ *            (not a call: passed on when "passes", else refused with
+ *            not_found), NGX_HTTP_NOT_ALLOWED (refused with not_allowed);
+ * call()     a call without the client's body (health, metadata, and a
+ *            signature's subrequest when "subrequests"): res, its body;
+ * prepare()  the codec's options for an infer request: its target form;
+ * target()   the request made the upstream's, once its body is set;
+ * answer()   the answer held whole, read: NGX_OK (ctx->buf, framed so,
+ *            to give the client's form), NGX_DONE (res->segs: the
+ *            client's answer), NGX_DECLINED (an error answer, res->error
+ *            its text), NGX_ABORT (not an answer: res->status, error).
+ */
+
+typedef struct {
+    ngx_uint_t                rpc;       /* oip_rpc_e */
+    ngx_str_t                 model;
+    ngx_str_t                 version;   /* empty: none in the URI */
+} ngx_http_oip_route_t;
+
+struct ngx_http_oip_transport_s {
+    const char               *name;
+    ngx_int_t               (*route)(ngx_http_request_t *r,
+                                     ngx_http_oip_route_t *rt);
+    ngx_int_t               (*call)(ngx_http_request_t *r,
+                                    ngx_http_oip_ctx_t *ctx,
+                                    oip_result_t *res);
+    void                    (*prepare)(ngx_http_request_t *r,
+                                       ngx_http_oip_ctx_t *ctx,
+                                       ngx_http_oip_run_t *run);
+    ngx_int_t               (*target)(ngx_http_request_t *r,
+                                      ngx_http_oip_ctx_t *ctx);
+    ngx_int_t               (*answer)(ngx_http_request_t *r,
+                                      ngx_http_oip_ctx_t *ctx,
+                                      oip_result_t *res,
+                                      oip_framing_t *framing);
+    ngx_str_t                 not_found;
+    ngx_str_t                 not_allowed;
+
+    unsigned                  passes:1;      /* what is not a call goes on */
+    unsigned                  carrier:1;     /* a carrier's media type goes
+                                                upstream */
+    unsigned                  manage:1;      /* answers always converted */
+    unsigned                  subrequests:1; /* a signature's fetch is a
+                                                call too */
+    unsigned                  any_uri:1;     /* the URI becomes the call's:
+                                                every error is an infer
+                                                request's */
 };
 
 
@@ -230,18 +302,9 @@ char *ngx_http_oip_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 ngx_int_t ngx_http_oip_run(ngx_http_oip_run_t *run);
 
-/* the gRPC transport (ngx_http_oip_grpc.c) */
-ngx_int_t ngx_http_oip_grpc_route(ngx_http_request_t *r, ngx_uint_t *rpc,
-    ngx_str_t *model, ngx_str_t *version);
-ngx_int_t ngx_http_oip_grpc_call(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
-ngx_int_t ngx_http_oip_grpc_infer(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx, oip_result_t *res, oip_result_t *call);
-ngx_int_t ngx_http_oip_grpc_target(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx);
-ngx_int_t ngx_http_oip_grpc_answer(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx, oip_result_t *res, oip_framing_t *framing);
-ngx_http_oip_ctx_t *ngx_http_oip_grpc_sub_ctx(ngx_http_request_t *r);
+/* the transports (ngx_http_oip_http.c, ngx_http_oip_grpc.c) */
+extern const ngx_http_oip_transport_t  ngx_http_oip_http_transport;
+extern const ngx_http_oip_transport_t  ngx_http_oip_grpc_transport;
 
 /* the variables (ngx_http_oip_variables.c) */
 ngx_int_t ngx_http_oip_variables_add(ngx_conf_t *cf);

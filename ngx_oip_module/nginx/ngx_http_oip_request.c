@@ -24,6 +24,7 @@ static ngx_int_t ngx_http_oip_request_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_read_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static void ngx_http_oip_body_handler(ngx_http_request_t *r);
+static void ngx_http_oip_verdict(ngx_http_oip_ctx_t *ctx, ngx_int_t rc);
 static void ngx_http_oip_resume(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_process(ngx_http_request_t *r,
@@ -52,7 +53,7 @@ static ngx_uint_t ngx_http_oip_dropped(ngx_table_elt_t *h,
     ngx_uint_t what);
 static ngx_int_t ngx_http_oip_alias(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_send_error(ngx_http_request_t *r,
-    ngx_uint_t status, ngx_str_t *msg);
+    ngx_uint_t status, const ngx_str_t *msg);
 
 
 static ngx_str_t  ngx_http_oip_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
@@ -81,29 +82,34 @@ ngx_http_oip_request_init(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_oip_request_handler(ngx_http_request_t *r)
 {
-    ngx_int_t                 rc, status;
-    ngx_str_t                 model, version, msg;
-    ngx_uint_t                rpc;
-    ngx_http_oip_ctx_t       *ctx;
-    ngx_http_oip_loc_conf_t  *olcf;
+    ngx_int_t                        rc, status;
+    ngx_http_oip_ctx_t              *ctx;
+    ngx_http_oip_route_t             rt;
+    ngx_http_oip_loc_conf_t         *olcf;
+    const ngx_http_oip_transport_t  *tr;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+    tr = olcf->transport;
 
     if (r != r->main) {
-        /* the signature's metadata fetch, to a gRPC upstream */
+        /* the signature's metadata fetch, when it is a call too */
 
-        ctx = ngx_http_oip_grpc_sub_ctx(r);
+        ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
 
-        if (ctx == NULL) {
+        if (ctx == NULL || !ctx->sub || ctx->phase == NGX_HTTP_OIP_PHASE_PASSED
+            || !tr->subrequests)
+        {
             return NGX_DECLINED;
         }
 
+        ctx->transport = tr;
+
         status = ngx_http_oip_rpc(r, ctx);
-        ctx->status = NGX_DECLINED;
+        ctx->phase = NGX_HTTP_OIP_PHASE_PASSED;
 
         return (status == NGX_DECLINED) ? status
                                         : NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
-
-    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
     if (!olcf->enable) {
         return NGX_DECLINED;
@@ -112,42 +118,22 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
     ctx = ngx_http_oip_get_ctx(r);
 
     if (ctx == NULL) {
-        rpc = OIP_RPC_MODEL_INFER;
+        rc = tr->route(r, &rt);
 
-        if (olcf->protocol == NGX_HTTP_OIP_PROTOCOL_GRPC) {
-            rc = ngx_http_oip_grpc_route(r, &rpc, &model, &version);
+        if (rc == NGX_HTTP_NOT_ALLOWED) {
+            return ngx_http_oip_send_error(r, rc, &tr->not_allowed);
+        }
 
-            if (rc == NGX_HTTP_NOT_ALLOWED) {
-                ngx_str_set(&msg, "method not allowed: this gateway "
-                                  "translates POST for infer and GET for "
-                                  "health and metadata");
-                return ngx_http_oip_send_error(r, rc, &msg);
+        if (rc == NGX_HTTP_NOT_FOUND) {
+            rc = ngx_http_oip_alias(r);
+
+            if (rc != NGX_DECLINED) {
+                return rc;
             }
 
-            if (rc == NGX_HTTP_NOT_FOUND) {
-                rc = ngx_http_oip_alias(r);
-
-                if (rc != NGX_DECLINED) {
-                    return rc;
-                }
-
-                ngx_str_set(&msg, "not found: not a path of the protocol "
-                                  "this gateway translates to gRPC");
-                return ngx_http_oip_send_error(r, NGX_HTTP_NOT_FOUND, &msg);
-            }
-
-        } else if (r->method != NGX_HTTP_POST) {
-            rc = NGX_DECLINED;
-
-        } else {
-            rc = ngx_http_oip_infer_uri(&r->uri, &model, &version);
-
-            if (rc != NGX_OK) {
-                rc = ngx_http_oip_alias(r);
-
-                if (rc != NGX_DECLINED) {
-                    return rc;
-                }
+            if (!tr->passes) {
+                return ngx_http_oip_send_error(r, NGX_HTTP_NOT_FOUND,
+                                               &tr->not_found);
             }
         }
 
@@ -162,21 +148,22 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
 
-        ctx->model = model;
-        ctx->version = version;
-        ctx->rpc = rpc;
-        ctx->grpc = (olcf->protocol == NGX_HTTP_OIP_PROTOCOL_GRPC);
+        ctx->model = rt.model;
+        ctx->version = rt.version;
+        ctx->rpc = rt.rpc;
 
-        if (olcf->sig_zone == NULL || rpc != OIP_RPC_MODEL_INFER) {
+        if (olcf->sig_zone == NULL || rt.rpc != OIP_RPC_MODEL_INFER) {
             return ngx_http_oip_read_body(r, ctx);
         }
 
         /* the signature first: an unknown model costs no body read */
 
-        ctx->status = NGX_AGAIN;
+        ctx->phase = NGX_HTTP_OIP_PHASE_SIGNATURE;
     }
 
-    if (ctx->status == NGX_AGAIN) {
+    if (ctx->phase == NGX_HTTP_OIP_PHASE_SIGNATURE
+        || ctx->phase == NGX_HTTP_OIP_PHASE_REFETCH)
+    {
         rc = ngx_http_oip_signature(r, ctx);
 
         if (rc == NGX_AGAIN) {
@@ -184,26 +171,40 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
         }
 
         if (rc != NGX_OK) {
-            ctx->status = rc;
+            ngx_http_oip_verdict(ctx, rc);
 
-        } else if (ctx->body_read) {
+        } else if (ctx->phase == NGX_HTTP_OIP_PHASE_REFETCH) {
             /* fetched again after a misfit: the body against it */
-            ctx->status = ngx_http_oip_process(r, ctx);
+
+            rc = ngx_http_oip_process(r, ctx);
+
+            if (rc == NGX_BUSY) {
+                /* in a thread: ngx_http_oip_process_resume() goes on */
+                ctx->phase = NGX_HTTP_OIP_PHASE_READ;
+                r->write_event_handler = ngx_http_request_empty_handler;
+                return NGX_DONE;
+            }
+
+            ngx_http_oip_verdict(ctx, rc);
 
         } else {
             return ngx_http_oip_read_body(r, ctx);
         }
     }
 
-    if (ctx->status == NGX_DONE || ctx->status == NGX_DECLINED) {
+    if (ctx->phase == NGX_HTTP_OIP_PHASE_READ
+        || ctx->phase == NGX_HTTP_OIP_PHASE_PASSED)
+    {
         /* still reading, or done once: an internal redirect must not
          * convert the converted body again */
 
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "oip: request handler again: %s",
-                       ctx->status == NGX_DONE ? "still reading the body"
-                                               : "body handled, passed on");
-        return ctx->status;
+                       ctx->phase == NGX_HTTP_OIP_PHASE_READ
+                       ? "still reading the body" : "body handled, passed on");
+
+        return (ctx->phase == NGX_HTTP_OIP_PHASE_READ) ? NGX_DONE
+                                                       : NGX_DECLINED;
     }
 
     /*
@@ -212,7 +213,7 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
      */
 
     status = ctx->status;
-    ctx->status = NGX_DECLINED;
+    ctx->phase = NGX_HTTP_OIP_PHASE_PASSED;
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: request refused with %i", status);
@@ -255,7 +256,7 @@ ngx_http_oip_alias(ngx_http_request_t *r)
     ctx->version = version;
     ctx->error = msg;
     ctx->reason = OIP_REASON_OTHER;
-    ctx->status = NGX_DECLINED;
+    ctx->phase = NGX_HTTP_OIP_PHASE_PASSED;
 
     return ngx_http_oip_send_error(r, NGX_HTTP_NOT_FOUND, &msg);
 }
@@ -266,7 +267,7 @@ ngx_http_oip_read_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
     ngx_int_t  rc;
 
-    ctx->status = NGX_DONE;
+    ctx->phase = NGX_HTTP_OIP_PHASE_READ;
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: infer request for model \"%V\", reading its body",
@@ -304,9 +305,34 @@ ngx_http_oip_body_handler(ngx_http_request_t *r)
         return;
     }
 
-    ctx->status = rc;
+    ngx_http_oip_verdict(ctx, rc);
 
     ngx_http_oip_resume(r, ctx);
+}
+
+
+/*
+ * What the codec's run or the signature's step returned, as the phase
+ * the handler finds when it runs again.
+ */
+
+static void
+ngx_http_oip_verdict(ngx_http_oip_ctx_t *ctx, ngx_int_t rc)
+{
+    switch (rc) {
+
+    case NGX_DECLINED:
+        ctx->phase = NGX_HTTP_OIP_PHASE_PASSED;
+        break;
+
+    case NGX_DONE:
+        ctx->phase = NGX_HTTP_OIP_PHASE_READ;
+        break;
+
+    default:
+        ctx->phase = NGX_HTTP_OIP_PHASE_REFUSED;
+        ctx->status = rc;
+    }
 }
 
 
@@ -317,13 +343,13 @@ ngx_http_oip_resume(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
     /* a model may just have been updated: its signature once more */
 
-    if (ctx->misfit && !ctx->body_read
+    if (ctx->misfit && !ctx->refetched
         && ngx_http_oip_signature_refetch(r, ctx) == NGX_AGAIN)
     {
-        ctx->status = NGX_AGAIN;
+        ctx->phase = NGX_HTTP_OIP_PHASE_REFETCH;
     }
 
-    ctx->body_read = 1;
+    ctx->refetched = 1;
 
     r->write_event_handler = ngx_http_core_run_phases;
     ngx_http_core_run_phases(r);
@@ -372,15 +398,9 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         return rc;
     }
 
-    if (ctx->grpc) {
-        if (ctx->rpc != OIP_RPC_MODEL_INFER) {
-            /* a health or metadata GET: its body, if any, is not sent */
-            return ngx_http_oip_rpc(r, ctx);
-        }
-
-        ctx->body = body;
-        ctx->body_len = len;
-        ctx->ihcl = framing.ihcl;
+    if (ctx->rpc != OIP_RPC_MODEL_INFER) {
+        /* a health or metadata GET: its body, if any, is not sent */
+        return ngx_http_oip_rpc(r, ctx);
     }
 
     /* converted here, or in a thread: NGX_BUSY, the request parked */
@@ -396,6 +416,10 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     run.len = len;
 
     ngx_http_oip_options(r, &run.opt);
+
+    if (ctx->transport->prepare) {
+        ctx->transport->prepare(r, ctx, &run);
+    }
 
     run.opt.signature = ctx->signature;
     run.opt.model = ctx->model.data;
@@ -434,7 +458,7 @@ ngx_http_oip_process_resume(ngx_http_request_t *r, ngx_int_t rc)
     ngx_http_oip_ctx_t  *ctx;
 
     ctx = ngx_http_oip_get_ctx(r);
-    ctx->status = rc;
+    ngx_http_oip_verdict(ctx, rc);
 
     /*
      * Unless the request was terminated meanwhile (its finalizer waits
@@ -463,7 +487,6 @@ static ngx_int_t
 ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     int rc, oip_result_t *res)
 {
-    oip_result_t              call;
     ngx_http_oip_loc_conf_t  *olcf;
 
     if (rc != 0) {
@@ -500,7 +523,8 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
      */
 
     if (ctx->carrier != OIP_CARRIER_HEADER
-        || (!ctx->grpc && olcf->carrier != OIP_CARRIER_HEADER))
+        || (ctx->transport->carrier && olcf->carrier != OIP_CARRIER_HEADER)
+        || ctx->transport->manage)
     {
         res->manage = 1;
     }
@@ -508,40 +532,19 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ctx->wish = res->wish;
     ctx->manage = res->manage;
 
-    if (ctx->grpc) {
-        /* its gRPC form: the answer is always converted back */
-
-        if (ngx_http_oip_grpc_infer(r, ctx, res, &call) != NGX_OK) {
-            return ngx_http_oip_fail(r, ctx, call.status, call.reason,
-                                     call.error);
-        }
-
-        ctx->manage = 1;
-
-        if (ngx_http_oip_send_on(r, &call) != NGX_OK
-            || ngx_http_oip_grpc_target(r, ctx) != NGX_OK)
-        {
-            goto nomem;
-        }
-
-        return NGX_DECLINED;
-    }
-
-    if (ngx_http_oip_send_on(r, res) != NGX_OK) {
-        goto nomem;
+    if (ngx_http_oip_send_on(r, res) != NGX_OK
+        || (ctx->transport->target
+            && ctx->transport->target(r, ctx) != NGX_OK))
+    {
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                 OIP_REASON_OTHER, "out of memory");
     }
 
     return NGX_DECLINED;
-
-nomem:
-
-    return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
-                             OIP_REASON_OTHER,
-                             "out of memory");
 }
 
 
-/* a health or metadata GET as its gRPC call */
+/* a call without the client's body (health, metadata), the transport's */
 
 static ngx_int_t
 ngx_http_oip_rpc(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
@@ -550,9 +553,9 @@ ngx_http_oip_rpc(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     ctx->manage = 1;
 
-    if (ngx_http_oip_grpc_call(r, ctx, &res) != NGX_OK
+    if (ctx->transport->call(r, ctx, &res) != NGX_OK
         || ngx_http_oip_send_on(r, &res) != NGX_OK
-        || ngx_http_oip_grpc_target(r, ctx) != NGX_OK)
+        || ctx->transport->target(r, ctx) != NGX_OK)
     {
         return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
                                  OIP_REASON_OTHER,
@@ -595,7 +598,7 @@ ngx_http_oip_send_on(ngx_http_request_t *r, oip_result_t *res)
         what |= NGX_HTTP_OIP_TYPE;
     }
 
-    if (!ctx->grpc
+    if (ctx->transport->carrier
         && (ctx->carrier != OIP_CARRIER_HEADER
             || olcf->carrier != OIP_CARRIER_HEADER))
     {
@@ -1063,7 +1066,7 @@ ngx_http_oip_dropped(ngx_table_elt_t *h, ngx_uint_t what)
 
 static ngx_int_t
 ngx_http_oip_send_error(ngx_http_request_t *r, ngx_uint_t status,
-    ngx_str_t *msg)
+    const ngx_str_t *msg)
 {
     ngx_int_t     rc;
     ngx_buf_t    *b;

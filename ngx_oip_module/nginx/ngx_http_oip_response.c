@@ -28,8 +28,6 @@ static ngx_int_t ngx_http_oip_append(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char *data, size_t len);
 static ngx_int_t ngx_http_oip_finish(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
-static ngx_int_t ngx_http_oip_finish_grpc(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_convert(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_framing_t *framing);
 static ngx_int_t ngx_http_oip_answered(ngx_http_request_t *r,
@@ -93,11 +91,11 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
     ngx_http_oip_loc_conf_t  *olcf;
 
     if (r != r->main) {
-        /* a metadata subrequest to a gRPC upstream: its answer is JSON'd */
+        /* a signature's fetch made a call: its answer is read back */
 
         ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
 
-        if (ctx == NULL || !ctx->grpc || ctx->filtering
+        if (ctx == NULL || ctx->transport == NULL || ctx->filtering
             || r->upstream == NULL)
         {
             return ngx_http_next_header_filter(r);
@@ -112,13 +110,15 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
 
     ctx = ngx_http_oip_get_ctx(r);
 
-    if (ctx && ctx->status == NGX_DECLINED && r->upstream
+    if (ctx && ctx->phase == NGX_HTTP_OIP_PHASE_PASSED && r->upstream
         && r->http_version == NGX_HTTP_VERSION_9 && r->http_protocol.len)
     {
         return ngx_http_oip_not_http(r, ctx);
     }
 
-    if (ctx == NULL || ctx->status != NGX_DECLINED || ctx->filtering) {
+    if (ctx == NULL || ctx->phase != NGX_HTTP_OIP_PHASE_PASSED
+        || ctx->filtering)
+    {
         return ngx_http_next_header_filter(r);
     }
 
@@ -286,8 +286,7 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return ngx_http_oip_finish_error(r, ctx);
     }
 
-    return ctx->grpc ? ngx_http_oip_finish_grpc(r, ctx)
-                     : ngx_http_oip_finish(r, ctx);
+    return ngx_http_oip_finish(r, ctx);
 }
 
 
@@ -313,7 +312,7 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
 
     if (!olcf->enable || r->error_page
         || r->headers_out.status != r->err_status
-        || ((ctx == NULL || !ctx->grpc)
+        || ((ctx == NULL || !ctx->transport->any_uri)
             && (r->method != NGX_HTTP_POST
                 || ngx_http_oip_infer_uri(&r->uri, &model, &version)
                    != NGX_OK)))
@@ -403,12 +402,10 @@ ngx_http_oip_page(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     }
 
     if (ctx == NULL) {
-        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_ctx_t));
+        ctx = ngx_http_oip_create_ctx(r);
         if (ctx == NULL) {
             return NGX_ERROR;
         }
-
-        ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
     }
 
     b = ngx_http_oip_error_json(r, (u_char *) msg, ngx_strlen(msg));
@@ -521,38 +518,15 @@ ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 }
 
 
+/* the answer held whole, as its transport reads it */
+
 static ngx_int_t
 ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    oip_header_t    ihcl, type;
     oip_result_t    res;
     oip_framing_t   framing;
 
-    (void) ngx_http_oip_header(&r->headers_out.headers, &ngx_http_oip_ihcl,
-                               &ihcl);
-
-    type.data = r->headers_out.content_type.data;
-    type.len = r->headers_out.content_type.len;
-    type.count = (type.len != 0);
-
-    if (oip_response_framing(&res, &framing, &ihcl, &type) != 0) {
-        return ngx_http_oip_answer_failed(r, ctx, res.status,
-                                                res.error);
-    }
-
-    return ngx_http_oip_convert(r, ctx, &framing);
-}
-
-
-/* the answer to a gRPC call, as ngx_http_oip_grpc.c reads it */
-
-static ngx_int_t
-ngx_http_oip_finish_grpc(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
-{
-    oip_result_t    res;
-    oip_framing_t   framing;
-
-    switch (ngx_http_oip_grpc_answer(r, ctx, &res, &framing)) {
+    switch (ctx->transport->answer(r, ctx, &res, &framing)) {
 
     case NGX_OK:
         return ngx_http_oip_convert(r, ctx, &framing);
@@ -680,12 +654,12 @@ ngx_http_oip_answered(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: answer %s: binary:%d body:%uz json:%uz "
                    "segments:%uz",
-                   res->rewritten ? "reshaped" : "already as asked",
+                   res->reshaped ? "reshaped" : "already as asked",
                    res->binary, res->body_len, res->header_len, res->nsegs);
 
     /* a cached answer given its id only is not converted */
 
-    ctx->answer = (res->rewritten
+    ctx->answer = (res->reshaped
                    && (!r->cached || res->in_form != res->out_form
                        || res->in_form == OIP_SHAPE_MIXED))
                   ? NGX_HTTP_OIP_ANSWER_CONVERTED

@@ -226,13 +226,17 @@ ngx_http_oip_job_post(ngx_http_oip_run_t *run)
 
     ngx_http_oip_pool_allocator(job->pool, &job->alloc);
 
-    /* the copy's digest is its own: the caller's may be on its stack */
+    /* the copy's digest and gRPC options are its own: not on a stack */
 
     job->run = *run;
     job->run.threaded = 1;
 
     if (run->opt.digest == &run->digest) {
         job->run.opt.digest = &job->run.digest;
+    }
+
+    if (run->opt.grpc == &run->grpc) {
+        job->run.opt.grpc = &job->run.grpc;
     }
 
     job->task->ctx = job;

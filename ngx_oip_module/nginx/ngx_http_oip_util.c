@@ -38,6 +38,10 @@ ngx_http_oip_create_ctx(ngx_http_request_t *r)
     ctx = cln->data;
     ngx_memzero(ctx, sizeof(ngx_http_oip_ctx_t));
 
+    ctx->transport = ((ngx_http_oip_loc_conf_t *)
+                      ngx_http_get_module_loc_conf(r, ngx_http_oip_module))
+                     ->transport;
+
     cln->handler = ngx_http_oip_cleanup;
     ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
 
@@ -302,11 +306,6 @@ ngx_http_oip_options(ngx_http_request_t *r, oip_options_t *opt)
     opt->raw_outputs = olcf->raw_outputs;
     opt->finite_upstream = (olcf->nonfinite == NGX_HTTP_OIP_NONFINITE_REFUSE);
     opt->coerce = olcf->sig_coerce;
-
-    if (olcf->protocol == NGX_HTTP_OIP_PROTOCOL_GRPC) {
-        /* a ModelInferRequest carries the binary extension's bytes */
-        opt->inputs = OIP_FORM_BINARY;
-    }
 
     if (olcf->sig_optional) {
         opt->optional = olcf->sig_optional->elts;

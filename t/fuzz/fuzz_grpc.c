@@ -2,13 +2,14 @@
 /*
  * Copyright (C) ngx_oip_module authors
  *
- * libFuzzer target: the gRPC transport (oip_grpc.c, oip_pb*.c) on any
- * bytes.  Answers: oip_grpc_response() and oip_grpc_answer() on any
- * upstream message; an infer answer it accepts then goes through the
- * response path, which checks each output's bytes against its shape (a
- * mismatch is its 502, not the transport's).  Requests: a body through
- * oip_request_process() (inputs binary), then oip_grpc_request(): its
- * frame prefix must say its length.
+ * libFuzzer target: the gRPC transport (oip_grpc.c, oip_pb*.c,
+ * oip_envelope.c) on any bytes.  Answers: oip_grpc_answer() on any
+ * upstream message of the other calls; an infer answer through
+ * oip_response_process() (f.protobuf), read into items and written as
+ * REST, which the REST pipeline must then read as it is.  Requests: a body through
+ * oip_request_process() with opt.grpc (inputs binary), which writes the
+ * ModelInferRequest from its items: its frame prefix must say its
+ * length.
  *
  * The input: a config of FZ_GRPC_CONFIG bytes, then the body.
  *
@@ -77,11 +78,10 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
     oip_alloc_t *alloc)
 {
     int             truth;
-    size_t          header_len;
+    u_char         *rest;
     oip_rpc_e       rpc;
-    oip_seg_t       answer;
     oip_wish_t      wish;
-    oip_result_t    res, resp;
+    oip_result_t    res, resp, again;
     oip_options_t   opt;
 
     rpc = (oip_rpc_e) ((c[0] & 7) % 6);
@@ -103,17 +103,7 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
         return;
     }
 
-    oip_grpc_response(&res, alloc, p, len, &answer, &header_len);
-
-    fz_status_check(&res, arena, 502);
-
-    if (res.status != 0) {
-        return;
-    }
-
-    fz_assert(header_len <= answer.len, "header_len past the answer");
-
-    /* the binary answer it made, as the response path reads it */
+    /* read into items and written as REST, as the response path does */
 
     memset(&wish, 0, sizeof(oip_wish_t));
     wish.binary = (c[0] >> 7) & 1;
@@ -125,21 +115,44 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
     opt.raw_outputs = OIP_FORM_BINARY;
 
     oip_response_process(&resp, alloc, &opt, &wish,
-                         &(oip_framing_t) { (int64_t) header_len,
-                                            OIP_ENC_NONE,
-                                            OIP_CARRIER_HEADER },
-                         answer.data, answer.len);
+                         &(oip_framing_t) { -1, OIP_ENC_NONE,
+                                            OIP_CARRIER_HEADER, 1 },
+                         p, len);
 
 #ifdef FZ_DEBUG
-    fprintf(stderr, "answer %zu bytes, header %zu: %d %s\n", answer.len,
-            header_len, resp.status, resp.error);
+    fprintf(stderr, "answer %zu bytes: %d %s\n", len, resp.status,
+            resp.error);
 #endif
 
     fz_status_check(&resp, arena, 502);
 
-    if (resp.status == 0 && resp.rewritten) {
-        fz_segs_check(resp.segs, resp.nsegs, resp.header_len, resp.body_len);
+    if (resp.status != 0) {
+        return;
     }
+
+    fz_assert(resp.rewritten, "a gRPC answer not written as REST");
+    fz_segs_check(resp.segs, resp.nsegs, resp.header_len, resp.body_len);
+
+    /*
+     * What the envelope writer wrote, the REST pipeline reads as it is:
+     * each output already in the wished form, so nothing changes.
+     */
+
+    rest = fz_flatten(resp.segs, resp.nsegs, resp.body_len);
+
+    oip_response_process(&again, alloc, &opt, &wish,
+                         &(oip_framing_t) { resp.binary
+                                            ? (int64_t) resp.header_len : -1,
+                                            OIP_ENC_NONE,
+                                            OIP_CARRIER_HEADER, 0 },
+                         rest, resp.body_len);
+
+    fz_assert(again.status == 0 || (again.status == 500 && arena->failed),
+              "the REST pipeline refuses what the envelope writer wrote");
+    fz_assert(again.status != 0 || !again.rewritten,
+              "the REST pipeline changes what the envelope writer wrote");
+
+    free(rest);
 }
 
 
@@ -147,38 +160,11 @@ static void
 fz_grpc_request(const u_char *c, const u_char *p, size_t len, arena_t *arena,
     oip_alloc_t *alloc)
 {
-    size_t              header_len;
     uint32_t            n;
-    oip_seg_t           body;
-    oip_result_t        res, call;
+    oip_result_t        call;
     oip_options_t       opt;
     oip_framing_t       framing;
     oip_grpc_options_t  g;
-
-    memset(&opt, 0, sizeof(oip_options_t));
-    opt.inputs = OIP_FORM_BINARY;
-    opt.max_depth = 100;
-    opt.max_json_size = FZ_LIMIT;
-    opt.max_tensor_size = FZ_LIMIT;
-    opt.raw_outputs = OIP_FORM_BINARY;
-
-    framing.ihcl = (c[3] && (size_t) c[3] - 1 <= len) ? c[3] - 1 : -1;
-    framing.encoding = OIP_ENC_NONE;
-
-    if (oip_request_process(&res, alloc, &opt, &framing, p, len) != 0) {
-        return;
-    }
-
-    if (res.rewritten) {
-        header_len = res.binary ? res.header_len : res.body_len;
-
-    } else {
-        body.data = p;
-        body.len = len;
-        res.segs = &body;
-        res.nsegs = 1;
-        header_len = framing.ihcl >= 0 ? (size_t) framing.ihcl : len;
-    }
 
     memset(&g, 0, sizeof(oip_grpc_options_t));
     g.model = (const uint8_t *) "m";
@@ -188,9 +174,20 @@ fz_grpc_request(const u_char *c, const u_char *p, size_t len, arena_t *arena,
     g.max_message = c[2] ? 64 * (size_t) c[2] : FZ_LIMIT;
     g.typed = (c[0] >> 6) & 1;
 
-    memset(&call, 0, sizeof(oip_result_t));
+    memset(&opt, 0, sizeof(oip_options_t));
+    opt.inputs = OIP_FORM_BINARY;
+    opt.max_depth = 100;
+    opt.max_json_size = FZ_LIMIT;
+    opt.max_tensor_size = FZ_LIMIT;
+    opt.raw_outputs = OIP_FORM_BINARY;
+    opt.grpc = &g;
 
-    oip_grpc_request(&call, alloc, &g, res.segs, res.nsegs, header_len);
+    framing.ihcl = (c[3] && (size_t) c[3] - 1 <= len) ? c[3] - 1 : -1;
+    framing.encoding = OIP_ENC_NONE;
+    framing.carrier = OIP_CARRIER_HEADER;
+    framing.protobuf = 0;
+
+    oip_request_process(&call, alloc, &opt, &framing, p, len);
 
     fz_status_check(&call, arena, 400);
 
@@ -198,6 +195,9 @@ fz_grpc_request(const u_char *c, const u_char *p, size_t len, arena_t *arena,
         return;
     }
 
+    fz_assert(call.rewritten && call.content_type
+              && strcmp(call.content_type, OIP_TYPE_GRPC) == 0,
+              "a gRPC request not rewritten as one");
     fz_segs_check(call.segs, call.nsegs, 0, call.body_len);
     fz_assert(call.body_len >= 5 && call.segs[0].len >= 5,
               "no frame prefix");

@@ -321,63 +321,42 @@ case_parse(case_t *c, file_t *f)
 
 
 /*
- * The REST request through the codec as the glue takes it to gRPC
- * (ngx_http_oip_grpc_infer()): the framed ModelInferRequest in out, or
- * the status of a refusal.
+ * The REST request through the codec as the glue takes it to gRPC (the
+ * gRPC transport's prepare(): inputs binary, opt.grpc set): the framed
+ * ModelInferRequest in out, or the status of a refusal.
  */
 
 static int
 to_grpc(case_t *c, u_char **out, size_t *len, char *error, size_t elen)
 {
     int            st;
-    size_t         n, header_len;
     arena_t        arena;
-    oip_seg_t      body, *segs;
     oip_alloc_t    alloc;
-    oip_result_t   res, call;
+    oip_result_t   res;
+    oip_options_t  opt;
     oip_framing_t  f;
 
     arena_init(&arena, &alloc);
     memset(&res, 0, sizeof(res));
-    memset(&call, 0, sizeof(call));
 
     *out = NULL;
     *len = 0;
     error[0] = '\0';
 
+    opt = c->opt;
+    opt.grpc = &c->g;
+
     st = oip_request_framing(&res, &f, &c->ihcl, &c->encoding, &c->type);
 
     if (st == 0) {
-        st = oip_request_process(&res, &alloc, &c->opt, &f, c->body,
-                                 c->len);
+        st = oip_request_process(&res, &alloc, &opt, &f, c->body, c->len);
     }
-
-    if (st != 0) {
-        snprintf(error, elen, "%s", res.error);
-        arena_destroy(&arena);
-        return st;
-    }
-
-    if (res.rewritten) {
-        segs = res.segs;
-        n = res.nsegs;
-        header_len = res.binary ? res.header_len : res.body_len;
-
-    } else {
-        body.data = c->body;
-        body.len = c->len;
-        segs = &body;
-        n = 1;
-        header_len = (f.ihcl >= 0) ? (size_t) f.ihcl : c->len;
-    }
-
-    st = oip_grpc_request(&call, &alloc, &c->g, segs, n, header_len);
 
     if (st == 0) {
-        *out = flatten(call.segs, call.nsegs, call.body_len, len);
+        *out = flatten(res.segs, res.nsegs, res.body_len, len);
 
     } else {
-        snprintf(error, elen, "%s", call.error);
+        snprintf(error, elen, "%s", res.error);
     }
 
     arena_destroy(&arena);
@@ -388,10 +367,9 @@ to_grpc(case_t *c, u_char **out, size_t *len, char *error, size_t elen)
 
 /*
  * The runtime's answer (unframed) to the case's request, as the glue
- * gives it to the client (ngx_http_oip_grpc_answer(), then
+ * gives it to the client (the gRPC transport's answer(), then
  * ngx_http_oip_convert()): the request read for its wish, the answer
- * framed as it came, read into the binary REST answer it stands for,
- * then given the client's form.
+ * framed as it came, read into items and written in the client's form.
  */
 
 static int
@@ -401,9 +379,8 @@ from_grpc(case_t *c, file_t *answer, file_t *client, char *why,
     int            st;
     char           line[256], size[64];
     u_char        *framed, *got, *p, *nl;
-    size_t         len, header_len, ihcl;
+    size_t         len, ihcl;
     arena_t        arena;
-    oip_seg_t      bin;
     oip_alloc_t    alloc;
     oip_result_t   req, res;
     oip_framing_t  f;
@@ -434,33 +411,24 @@ from_grpc(case_t *c, file_t *answer, file_t *client, char *why,
     memcpy(framed + 5, answer->p, answer->len);
 
     if (st == 0) {
-        st = oip_grpc_response(&res, &alloc, framed, answer->len + 5, &bin,
-                               &header_len);
-    }
+        /* as the gRPC transport's answer() frames it for the codec */
 
-    if (st == 0) {
-        f.ihcl = (int64_t) header_len;
+        f.ihcl = -1;
         f.encoding = OIP_ENC_NONE;
         f.carrier = OIP_CARRIER_HEADER;
+        f.protobuf = 1;
 
         st = oip_response_process(&res, &alloc, &c->opt, &req.wish, &f,
-                                  bin.data, bin.len);
+                                  framed, answer->len + 5);
     }
 
-    if (st != 0) {
+    if (st != 0 || !res.rewritten) {
         snprintf(why, wlen, "status %d: %s", st,
-                 req.status ? req.error : res.error);
+                 req.status ? req.error : st ? res.error : "not rewritten");
         goto done;
     }
 
-    if (res.rewritten) {
-        got = flatten(res.segs, res.nsegs, res.body_len, &len);
-
-    } else {
-        len = bin.len;
-        got = malloc(len + 1);
-        memcpy(got, bin.data, len);
-    }
+    got = flatten(res.segs, res.nsegs, res.body_len, &len);
 
     type = res.content_type;
     ihcl = res.binary ? res.header_len : 0;

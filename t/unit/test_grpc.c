@@ -5,8 +5,10 @@
  * The gRPC transport's protobuf: REST requests as ModelInferRequest
  * bytes, written out by hand from the field numbers (raw and typed
  * contents, parameters of each kind, what gRPC cannot carry), and
- * ModelInferResponse bytes read back into binary REST answers (raw and
- * typed, packed and not, broken messages refused), health and metadata.
+ * ModelInferResponse bytes read into items and written as REST answers
+ * (raw and typed, packed and not, broken messages refused; each
+ * client's form, dropped outputs, a cached answer's id), health and
+ * metadata.
  * Each message's bytes were checked once against python3-protobuf's
  * parse of the same message (map entries are in the order written).
  */
@@ -22,46 +24,35 @@ static oip_grpc_options_t  gopt = {
 };
 
 
-/* a JSON request made binary, then a ModelInfer message: its bytes */
+/* a JSON request as a ModelInfer message, from its items: its bytes */
 
 static int
 to_grpc(run_t *r, const char *json, const oip_grpc_options_t *g,
     u_char **out, size_t *len)
 {
     int            st;
-    size_t         hlen;
-    oip_seg_t      one;
-    oip_result_t   res;
     oip_options_t  o = opts;
 
     o.inputs = OIP_FORM_BINARY;
+    o.grpc = g;
 
     st = run_opts(r, &o, json, strlen(json), NULL, 0, -1, OIP_ENC_NONE);
     if (st) {
+        memcpy(grpc_err, r->req.error, OIP_ERROR_LEN);
         return st;
     }
 
-    /* run_opts flattened the binary request into r->out */
+    /* run_opts flattened the message into r->out */
 
-    one.data = r->out;
-    one.len = r->len;
-    hlen = r->req.rewritten ? r->req.header_len : strlen(json);
+    *out = malloc(r->len ? r->len : 1);
+    memcpy(*out, r->out, r->len);
+    *len = r->len;
 
-    memset(&res, 0, sizeof(oip_result_t));
-
-    st = oip_grpc_request(&res, &r->alloc, g, &one, 1, hlen);
-    if (st) {
-        memcpy(grpc_err, res.error, OIP_ERROR_LEN);
-        return st;
-    }
-
-    *out = flatten(res.segs, res.nsegs, res.body_len, len);
-
-    if (!ok(*len == res.body_len && strcmp(res.content_type,
-                                           OIP_TYPE_GRPC) == 0,
+    if (!ok(r->req.rewritten && *len == r->req.body_len
+            && strcmp(r->req.content_type, OIP_TYPE_GRPC) == 0,
             "gRPC body length and type"))
     {
-        diag("%zu against %zu", *len, res.body_len);
+        diag("%zu against %zu", *len, r->req.body_len);
     }
 
     return 0;
@@ -243,17 +234,18 @@ test_request(void)
 }
 
 
-/* an answer read: its header and bytes, or its status */
+/* an answer read, every output binary: its JSON and bytes, or its status */
 
 static int
 from_grpc(const char *hexmsg, char *json, u_char *data, size_t *dlen)
 {
-    u_char        msg[2048];
-    size_t        n, hlen;
-    arena_t       arena;
-    oip_alloc_t   alloc;
-    oip_seg_t     ans;
-    oip_result_t  res;
+    u_char         msg[2048], *all;
+    size_t         n, len;
+    arena_t        arena;
+    oip_wish_t     wish;
+    oip_alloc_t    alloc;
+    oip_result_t   res;
+    oip_options_t  o = opts;
 
     arena_init(&arena, &alloc);
 
@@ -263,17 +255,30 @@ from_grpc(const char *hexmsg, char *json, u_char *data, size_t *dlen)
     u_char *body = malloc(n ? n : 1);
     memcpy(body, msg, n);
 
-    if (oip_grpc_response(&res, &alloc, body, n, &ans, &hlen) != 0) {
+    /* a client that wants every output binary: every output as it came */
+
+    memset(&wish, 0, sizeof(oip_wish_t));
+    wish.binary = 1;
+
+    if (oip_response_process(&res, &alloc, &o, &wish,
+                             &(oip_framing_t) { -1, OIP_ENC_NONE,
+                                                OIP_CARRIER_HEADER, 1 },
+                             body, n)
+        != 0)
+    {
         snprintf(json, 512, "%d %s", res.status, res.error);
         free(body);
         arena_destroy(&arena);
         return res.status;
     }
 
-    memcpy(json, ans.data, hlen);
-    json[hlen] = '\0';
-    *dlen = ans.len - hlen;
-    memcpy(data, ans.data + hlen, *dlen);
+    all = flatten(res.segs, res.nsegs, res.body_len, &len);
+
+    memcpy(json, all, res.header_len);
+    json[res.header_len] = '\0';
+    *dlen = len - res.header_len;
+    memcpy(data, all + res.header_len, *dlen);
+    free(all);
 
     free(body);
     arena_destroy(&arena);
@@ -355,11 +360,11 @@ test_response(void)
 
     /* typed, not packed: one field an element; shape unpacked too */
     answer_is("00 00000028"
-              "2a 26 0a 01 4f 12 05 494e543332 18 02"
+              "2a 26 0a 01 4f 12 05 494e543332 18 03"
               " 2a 18 10 05 10 feffffffffffffffff01 10 80808080f8ffffffff01",
               "{\"model_name\":\"\",\"model_version\":\"\","
               "\"outputs\":[{\"name\":\"O\",\"datatype\":\"INT32\","
-              "\"shape\":[2],\"parameters\":{\"binary_data_size\":12}}]}",
+              "\"shape\":[3],\"parameters\":{\"binary_data_size\":12}}]}",
               "05000000 feffffff 00000080", "unpacked int_contents");
 
     answer_is("00 00000016"
@@ -390,6 +395,154 @@ test_response(void)
     answer_refused("00 00000002 0b 0c", "not a ModelInferResponse");
     answer_refused("00 0000000b 2a 09 0a 01 4f 12 04 46503939",
                    "datatype 'FP99'");
+}
+
+
+/*
+ * An answer given to a client with a wish (and, for a cached answer,
+ * the request's id): the whole body, binary bytes as hex after a '|',
+ * and whether it was reshaped.
+ */
+
+static void
+answer_for(const char *hexmsg, const oip_wish_t *w, const char *id,
+    const char *want, int reshaped, const char *what)
+{
+    char           got[1024];
+    u_char         msg[512], *all;
+    size_t         n, len, i;
+    arena_t        arena;
+    oip_alloc_t    alloc;
+    oip_result_t   res;
+    oip_options_t  o = opts;
+
+    arena_init(&arena, &alloc);
+    n = hex(hexmsg, msg);
+
+    if (id) {
+        o.answer_id_set = 1;
+        o.answer_id = *id ? (const u_char *) id : NULL;
+        o.answer_id_len = strlen(id);
+    }
+
+    if (oip_response_process(&res, &alloc, &o, w,
+                             &(oip_framing_t) { -1, OIP_ENC_NONE,
+                                                OIP_CARRIER_HEADER, 1 },
+                             msg, n)
+        != 0)
+    {
+        snprintf(got, sizeof(got), "%d %s", res.status, res.error);
+
+    } else {
+        all = flatten(res.segs, res.nsegs, res.body_len, &len);
+        n = snprintf(got, sizeof(got), "%.*s", (int) res.header_len,
+                     (char *) all);
+
+        if (res.binary) {
+            n += snprintf(got + n, sizeof(got) - n, "|");
+
+            for (i = res.header_len; i < len; i++) {
+                n += snprintf(got + n, sizeof(got) - n, "%02x", all[i]);
+            }
+        }
+
+        free(all);
+    }
+
+    if (!ok(strcmp(got, want) == 0
+            && (res.status || res.reshaped == (unsigned) reshaped),
+            "%s", what))
+    {
+        diag("got %s (reshaped %d)", got, res.reshaped);
+    }
+
+    arena_destroy(&arena);
+}
+
+
+/* a JSON answer from items: "data" where the REST pipeline puts it */
+
+#define TWO_OUTS                                                                  "00 00000042 0a 01 6d 12 01 31 1a 01 78"                                      " 2a 15 " OUT_FP32 " 22 07 0a 01 6b 12 02 10 07"                              " 2a 0f 0a 01 42 12 05 4259544553 1a 01 01 22 00"                             " 32 08 0000803f 00000040 32 05 01000000 61"
+
+static void
+test_answer_forms(void)
+{
+    oip_wish_t      w;
+    oip_wish_out_t  b;
+
+    memset(&w, 0, sizeof(oip_wish_t));
+
+    answer_for(TWO_OUTS, &w, NULL,
+               "{\"model_name\":\"m\",\"model_version\":\"1\",\"id\":\"x\","
+               "\"outputs\":[{\"name\":\"O\",\"datatype\":\"FP32\","
+               "\"shape\":[2],\"parameters\":{\"k\":7},\"data\":[1.0,2.0]},"
+               "{\"name\":\"B\",\"datatype\":\"BYTES\",\"shape\":[1],"
+               "\"data\":[\"a\"]}]}", 1,
+               "JSON client: parameters kept, \"data\" last");
+
+    w.binary = 1;
+
+    answer_for(TWO_OUTS, &w, NULL,
+               "{\"model_name\":\"m\",\"model_version\":\"1\",\"id\":\"x\","
+               "\"outputs\":[{\"name\":\"O\",\"datatype\":\"FP32\","
+               "\"shape\":[2],\"parameters\":{\"k\":7,"
+               "\"binary_data_size\":8}},"
+               "{\"name\":\"B\",\"datatype\":\"BYTES\",\"shape\":[1],"
+               "\"parameters\":{\"binary_data_size\":5}}]}"
+               "|0000803f000000400100000061", 0,
+               "binary client: already as asked, not reshaped");
+
+    /* listed: B as binary, O dropped */
+
+    b.name = (const u_char *) "B";
+    b.len = 1;
+    b.binary = 1;
+    w.outputs = &b;
+    w.n = 1;
+    w.listed = 1;
+
+    answer_for(TWO_OUTS, &w, NULL,
+               "{\"model_name\":\"m\",\"model_version\":\"1\",\"id\":\"x\","
+               "\"outputs\":[{\"name\":\"B\",\"datatype\":\"BYTES\","
+               "\"shape\":[1],\"parameters\":{\"binary_data_size\":5}}]}"
+               "|0100000061", 1, "an output not listed is dropped");
+
+    /* a cached answer: the request's id in its place, or last, or none */
+
+    w.listed = 0;
+
+    answer_for(TWO_OUTS, &w, "r\"1",
+               "{\"model_name\":\"m\",\"model_version\":\"1\","
+               "\"id\":\"r\\\"1\",\"outputs\":[{\"name\":\"O\","
+               "\"datatype\":\"FP32\",\"shape\":[2],\"parameters\":{\"k\":7,"
+               "\"binary_data_size\":8}},{\"name\":\"B\","
+               "\"datatype\":\"BYTES\",\"shape\":[1],\"parameters\":"
+               "{\"binary_data_size\":5}}]}|0000803f000000400100000061", 1,
+               "a cached answer: the request's id where the answer's was");
+    answer_for("00 00000000", &w, "",
+               "{\"model_name\":\"\",\"model_version\":\"\",\"outputs\":[]}",
+               0, "a cached answer without an id, for a request without");
+    answer_for("00 00000000", &w, "q",
+               "{\"model_name\":\"\",\"model_version\":\"\",\"outputs\":[],"
+               "\"id\":\"q\"}", 1, "the request's id, last");
+
+    /* what the REST pipeline refuses in an answer, refused alike */
+
+    answer_for("00 00000011 2a 0f 0a 00 12 04 46503332 1a 01 00 2a 02 12 00",
+               &w, NULL, "502 upstream answer: outputs[0]: 'name' must not "
+               "be empty", 0, "an output without a name");
+    answer_for("00 00000017 2a 15 0a 01 4f 12 04 46503332"
+               " 1a 0a ffffffffffffffffff01", &w, NULL,
+               "502 upstream answer: output 'O': shape dimension -1 is not "
+               "an integer from 0 to 2^63-1", 0, "a negative dimension");
+    answer_for("00 00000020 2a 0c " OUT_FP32 " 2a 0c " OUT_FP32
+               " 32 00 32 00", &w, NULL,
+               "502 upstream answer: output name \"O\" appears twice", 0,
+               "an output named twice");
+    answer_for("00 00000011 2a 0c " OUT_FP32 " 32 01 00", &w, NULL,
+               "502 upstream answer: output 'O': binary_data_size is 1, but "
+               "2 elements of FP32 need 8", 0, "bytes that do not fit the "
+               "shape");
 }
 
 
@@ -469,6 +622,7 @@ main(void)
 {
     test_request();
     test_response();
+    test_answer_forms();
     test_simple();
 
     return tap_done();

@@ -62,7 +62,7 @@ ok() {
 defined() { nm --defined-only -g "$1" | awk '{ print $3 }' | sort -u; }
 used() { nm -u "$1" | awk '{ print $2 }' | sort -u; }
 
-echo "1..20"
+echo "1..22"
 
 if [ ! -d "$OBJ/codec" ] || [ ! -f "$SO" ]; then
     echo "Bail out! the module is not built: ./build.sh build"
@@ -137,27 +137,39 @@ both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/thread.use"
 [ -z "$both" ]
 ok $? "the thread file uses nothing of either path${both:+: }$(echo $both)"
 
-grpc="$GLUE/ngx_http_oip_grpc.o"
-defined "$grpc" > "$tmp/grpc.def"
-used "$grpc" > "$tmp/grpc.use"
+# the transports: tables the module picks, which use nothing of the
+# paths, and which the paths reach only through the location's table
+: > "$tmp/tr.def"
+for tr in http grpc; do
+    defined "$GLUE/ngx_http_oip_$tr.o" > "$tmp/$tr.def"
+    used "$GLUE/ngx_http_oip_$tr.o" > "$tmp/$tr.use"
+    cat "$tmp/$tr.def" >> "$tmp/tr.def"
 
-both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/grpc.use" -)
-[ -z "$both" ]
-ok $? "the gRPC file uses nothing of either path${both:+: }$(echo $both)"
+    both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u \
+           | comm -12 "$tmp/$tr.use" -)
+    [ -z "$both" ]
+    ok $? "the $tr transport uses nothing of either path${both:+: }$(echo $both)"
+done
+
+sort -u -o "$tmp/tr.def" "$tmp/tr.def"
+named=$(cat "$tmp/req.use" "$tmp/resp.use" | sort -u \
+        | comm -12 "$tmp/tr.def" -)
+[ -z "$named" ]
+ok $? "the paths call no transport by name, only the location's table${named:+: }$(echo $named)"
 
 # what the glue files use of each other: the module and util files', the
-# cache, thread and gRPC files' helpers, and for the request path the
+# cache and thread files' helpers, and for the request path the
 # signature file's
 defined "$GLUE/ngx_http_oip_module.o" > "$tmp/mod.def"
 defined "$GLUE/ngx_http_oip_util.o" >> "$tmp/mod.def"
-cat "$tmp/mod.def" "$tmp/cache.def" "$tmp/thread.def" "$tmp/grpc.def" \
+cat "$tmp/mod.def" "$tmp/cache.def" "$tmp/thread.def" \
     | sort -u > "$tmp/modcache.def"
 cat "$tmp/modcache.def" "$tmp/sig.def" | sort -u > "$tmp/modsig.def"
 grep '^ngx_http_oip_' "$tmp/req.use" | sort -u > "$tmp/req.glue"
 grep '^ngx_http_oip_' "$tmp/resp.use" | sort -u > "$tmp/resp.glue"
 stray="$(comm -23 "$tmp/req.glue" "$tmp/modsig.def")$(comm -23 "$tmp/resp.glue" "$tmp/modcache.def")"
 [ -z "$stray" ]
-ok $? "the paths use only the module, util, cache, thread and gRPC files' helpers (and the request path the signature file's)${stray:+: }$(echo $stray)"
+ok $? "the paths use only the module, util, cache and thread files' helpers (and the request path the signature file's)${stray:+: }$(echo $stray)"
 
 # NEEDED entries, but libc: the libraries of config, each -lX a libX.so.N
 # (the codec's, and the glue's: -l words of config's ngx_module_libs)

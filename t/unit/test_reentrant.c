@@ -205,6 +205,7 @@ codec(oip_result_t *res, buf_t *out, const oip_options_t *opt,
     f.ihcl = ihcl;
     f.encoding = enc;
     f.carrier = OIP_CARRIER_HEADER;
+    f.protobuf = 0;
 
     st = w ? oip_response_process(res, &alloc, opt, w, &f, body, len)
            : oip_request_process(res, &alloc, opt, &f, body, len);
@@ -464,40 +465,32 @@ static int
 grpc(buf_t *out, const inputs_t *in)
 {
     int                  st;
-    arena_t              arena;
-    oip_seg_t            seg;
-    oip_alloc_t          alloc;
     oip_result_t         res;
+    oip_options_t        o;
     oip_grpc_options_t   g;
 
-    memset(&res, 0, sizeof(res));
     memset(&g, 0, sizeof(g));
-    arena_init(&arena, &alloc);
 
     g.model = (const u_char *) "m";
     g.model_len = 1;
     g.max_message = 1 << 20;
 
-    seg.data = in->binary;
-    seg.len = in->binary_len;
+    o = opts;
+    o.inputs = OIP_FORM_BINARY;
+    o.grpc = &g;
 
-    st = oip_grpc_request(&res, &alloc, &g, &seg, 1, in->binary_ihcl);
+    st = codec(&res, out, &o, NULL, in->binary, in->binary_len,
+               in->binary_ihcl, OIP_ENC_NONE);
     put_status(out, st, &res);
-
-    if (st == 0) {
-        put_segs(out, &res, NULL, 0);
-    }
 
     /* typed contents have no field for FP16: a 400 */
 
     g.typed = 1;
-    memset(&res, 0, sizeof(res));
 
-    st |= (oip_grpc_request(&res, &alloc, &g, &seg, 1, in->binary_ihcl)
+    st |= (codec(&res, out, &o, NULL, in->binary, in->binary_len,
+                 in->binary_ihcl, OIP_ENC_NONE)
            != 400);
     put_status(out, res.status, &res);
-
-    arena_destroy(&arena);
 
     return st;
 }
