@@ -102,21 +102,21 @@ ngx_http_oip_digest_end(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     md = d->data;
 
-    ngx_str_null(&ctx->digest);
+    ngx_str_null(&ctx->vars.digest);
 
     if (ok && EVP_DigestFinal_ex(md, sum, &n) == 1) {
         p = ngx_pnalloc(r->pool, 2 * n);
 
         if (p) {
-            ctx->digest.data = p;
-            ctx->digest.len = ngx_hex_dump(p, sum, n) - p;
+            ctx->vars.digest.data = p;
+            ctx->vars.digest.len = ngx_hex_dump(p, sum, n) - p;
         }
     }
 
     EVP_MD_CTX_free(md);
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: digest \"%V\"", &ctx->digest);
+                   "oip: digest \"%V\"", &ctx->vars.digest);
 }
 
 

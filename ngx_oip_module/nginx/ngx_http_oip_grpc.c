@@ -181,7 +181,7 @@ ngx_http_oip_grpc_call(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_http_oip_grpc_options(r, ctx, &g);
     ngx_http_oip_allocator(r, &alloc);
 
-    if (oip_grpc_call(res, &alloc, &g, ctx->rpc) != 0) {
+    if (oip_grpc_call(res, &alloc, &g, ctx->req.rpc) != 0) {
         return NGX_ERROR;
     }
 
@@ -240,8 +240,8 @@ ngx_http_oip_grpc_target(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     r->method = NGX_HTTP_POST;
     ngx_str_set(&r->method_name, "POST");
 
-    r->uri.data = (u_char *) oip_grpc_paths[ctx->rpc];
-    r->uri.len = ngx_strlen(oip_grpc_paths[ctx->rpc]);
+    r->uri.data = (u_char *) oip_grpc_paths[ctx->req.rpc];
+    r->uri.len = ngx_strlen(oip_grpc_paths[ctx->req.rpc]);
     r->valid_unparsed_uri = 0;
     ngx_str_null(&r->args);
 
@@ -250,10 +250,10 @@ ngx_http_oip_grpc_target(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
 
 /*
- * The call's answer, held whole (ctx->buf), the upstream's trailers in
+ * The call's answer, held whole (ctx->ans.buf), the upstream's trailers in
  * r->headers_out.trailers by now (or, for a trailers-only answer, in its
  * headers), read for the response path, which sends what it becomes:
- *   NGX_OK        an infer answer, the ModelInferResponse in ctx->buf,
+ *   NGX_OK        an infer answer, the ModelInferResponse in ctx->ans.buf,
  *                 framed so (protobuf), to give the client's form;
  *   NGX_DONE      a health or metadata answer: res->segs, JSON, the
  *                 status set;
@@ -401,7 +401,7 @@ ngx_http_oip_grpc_rest(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     ngx_http_oip_allocator(r, &alloc);
 
-    if (ctx->rpc == OIP_RPC_MODEL_INFER) {
+    if (ctx->req.rpc == OIP_RPC_MODEL_INFER) {
         /* the codec reads the held ModelInferResponse into items */
 
         framing->ihcl = -1;
@@ -412,9 +412,9 @@ ngx_http_oip_grpc_rest(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         return NGX_OK;
     }
 
-    if (oip_grpc_answer(res, &alloc, ctx->rpc,
-                        ctx->buf ? ctx->buf : (u_char *) "", ctx->len,
-                        &truth)
+    if (oip_grpc_answer(res, &alloc, ctx->req.rpc,
+                        ctx->ans.buf ? ctx->ans.buf : (u_char *) "",
+                        ctx->ans.len, &truth)
         != 0)
     {
         return NGX_ABORT;

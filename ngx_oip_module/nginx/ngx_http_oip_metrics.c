@@ -310,7 +310,7 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
 
     /* a model earns its label when it is known to be there */
 
-    earned = (ctx && ctx->signature)
+    earned = (ctx && ctx->req.signature)
              || (r->upstream && r->upstream->state
                  && r->upstream->state->status
                  && r->upstream->state->status != NGX_HTTP_NOT_FOUND);
@@ -327,15 +327,15 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
     if (ctx && ctx->error.len) {
         outcome = NGX_HTTP_OIP_M_REJECTED;
 
-    } else if ((ctx == NULL || !ctx->counted)
+    } else if ((ctx == NULL || !ctx->vars.counted)
                && status >= NGX_HTTP_BAD_REQUEST)
     {
         /* refused before the module saw the body */
         outcome = NGX_HTTP_OIP_M_REJECTED;
 
-    } else if (ctx && ctx->counted
-               && (ctx->in_form != ctx->upstream_form
-                   || ctx->answer == NGX_HTTP_OIP_ANSWER_CONVERTED))
+    } else if (ctx && ctx->vars.counted
+               && (ctx->vars.in_form != ctx->vars.upstream_form
+                   || ctx->vars.answer == NGX_HTTP_OIP_ANSWER_CONVERTED))
     {
         outcome = NGX_HTTP_OIP_M_CONVERTED;
 
@@ -345,8 +345,9 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
 
     (void) ngx_atomic_fetch_add(&c->requests[outcome][code], 1);
 
-    if (ctx && ctx->sig_lookup) {
-        (void) ngx_atomic_fetch_add(&z->sh->lookups[ctx->sig_lookup - 1], 1);
+    if (ctx && ctx->vars.sig_lookup) {
+        (void) ngx_atomic_fetch_add(
+                              &z->sh->lookups[ctx->vars.sig_lookup - 1], 1);
     }
 
 #if (NGX_HTTP_CACHE)
@@ -364,36 +365,36 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
         return NGX_OK;
     }
 
-    if (ctx == NULL || !ctx->counted) {
+    if (ctx == NULL || !ctx->vars.counted) {
         return NGX_OK;
     }
 
     /* binary, raw; mixed counted as binary, its larger part mostly */
 
-    if (ctx->in_form != OIP_SHAPE_NONE) {
+    if (ctx->vars.in_form != OIP_SHAPE_NONE) {
         (void) ngx_atomic_fetch_add(
-                         &c->bytes[0][ctx->in_form != OIP_SHAPE_JSON],
-                         ctx->tensor_bytes);
+                         &c->bytes[0][ctx->vars.in_form != OIP_SHAPE_JSON],
+                         ctx->vars.tensor_bytes);
     }
 
     /* an answer the module read, in the form the client got */
 
-    if (ctx->answer_form != OIP_SHAPE_NONE
-        && ctx->answer != NGX_HTTP_OIP_ANSWER_FAILED)
+    if (ctx->vars.answer_form != OIP_SHAPE_NONE
+        && ctx->vars.answer != NGX_HTTP_OIP_ANSWER_FAILED)
     {
         (void) ngx_atomic_fetch_add(
-                         &c->bytes[1][ctx->answer_form != OIP_SHAPE_JSON],
-                         ctx->answer_bytes);
+                         &c->bytes[1][ctx->vars.answer_form != OIP_SHAPE_JSON],
+                         ctx->vars.answer_bytes);
     }
 
-    ngx_http_oip_metrics_observe(c, 0, ctx->request_usec);
+    ngx_http_oip_metrics_observe(c, 0, ctx->vars.request_usec);
 
-    if (ctx->answer_timed) {
-        ngx_http_oip_metrics_observe(c, 1, ctx->answer_usec);
+    if (ctx->vars.answer_timed) {
+        ngx_http_oip_metrics_observe(c, 1, ctx->vars.answer_usec);
     }
 
-    if (ctx->answer) {
-        (void) ngx_atomic_fetch_add(&c->answers[ctx->answer - 1], 1);
+    if (ctx->vars.answer) {
+        (void) ngx_atomic_fetch_add(&c->answers[ctx->vars.answer - 1], 1);
 
     } else if (r->upstream && r->upstream->state
                && r->upstream->state->status)

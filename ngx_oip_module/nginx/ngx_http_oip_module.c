@@ -17,6 +17,10 @@
 
 static char *ngx_http_oip_raw_input(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
+static char *ngx_http_oip_signatures(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+static char *ngx_http_oip_signature_optional(ngx_conf_t *cf,
+    ngx_command_t *cmd, void *conf);
 static void *ngx_http_oip_create_main_conf(ngx_conf_t *cf);
 static void *ngx_http_oip_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent,
@@ -490,6 +494,120 @@ ngx_http_oip_init_process(ngx_cycle_t *cycle)
     }
 
     return NGX_OK;
+}
+
+
+/* oip_signatures URI zone=NAME | off */
+
+static char *
+ngx_http_oip_signatures(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_oip_loc_conf_t *olcf = conf;
+
+    ngx_str_t  *value, name;
+
+    if (olcf->sig_zone != NGX_CONF_UNSET_PTR) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    if (cf->args->nelts == 2) {
+        if (ngx_strcmp(value[1].data, "off") != 0) {
+            return "takes URI zone=NAME, or off";
+        }
+
+        olcf->sig_zone = NULL;
+        return NGX_CONF_OK;
+    }
+
+    if (value[1].len < 2 || value[1].data[0] != '/'
+        || value[1].data[value[1].len - 1] == '/')
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "\"%V\": the URI starts with \"/\" and does not "
+                           "end with one (\"/v2/models/M\" is appended)",
+                           &value[1]);
+        return NGX_CONF_ERROR;
+    }
+
+    if (ngx_strncmp(value[2].data, "zone=", 5) != 0 || value[2].len == 5) {
+        return "takes URI zone=NAME, or off";
+    }
+
+    name.data = value[2].data + 5;
+    name.len = value[2].len - 5;
+
+    olcf->sig_uri = value[1];
+
+    /* declared by oip_signature_zone, before or after */
+    olcf->sig_zone = ngx_shared_memory_add(cf, &name, 0,
+                                           &ngx_http_oip_module);
+    if (olcf->sig_zone == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    return NGX_CONF_OK;
+}
+
+
+/* oip_signature_optional [MODEL:]INPUT ... */
+
+static char *
+ngx_http_oip_signature_optional(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf)
+{
+    ngx_http_oip_loc_conf_t *olcf = conf;
+
+    u_char          *colon;
+    ngx_str_t       *value;
+    ngx_uint_t       i;
+    oip_optional_t  *o;
+
+    if (olcf->sig_optional != NGX_CONF_UNSET_PTR) {
+        return "is duplicate";
+    }
+
+    olcf->sig_optional = ngx_array_create(cf->pool, cf->args->nelts - 1,
+                                          sizeof(oip_optional_t));
+    if (olcf->sig_optional == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    value = cf->args->elts;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+
+        o = ngx_array_push(olcf->sig_optional);
+        if (o == NULL) {
+            return NGX_CONF_ERROR;
+        }
+
+        ngx_memzero(o, sizeof(oip_optional_t));
+
+        /* the first colon: model names rarely hold one, inputs may */
+
+        colon = ngx_strlchr(value[i].data, value[i].data + value[i].len, ':');
+
+        if (colon) {
+            o->model = value[i].data;
+            o->model_len = colon - value[i].data;
+            o->input = colon + 1;
+            o->input_len = value[i].data + value[i].len - (colon + 1);
+
+        } else {
+            o->input = value[i].data;
+            o->input_len = value[i].len;
+        }
+
+        if (o->input_len == 0 || (colon && o->model_len == 0)) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "\"%V\" is not [MODEL:]INPUT", &value[i]);
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    return NGX_CONF_OK;
 }
 
 

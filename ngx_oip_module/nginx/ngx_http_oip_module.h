@@ -118,20 +118,58 @@ typedef enum {
 } ngx_http_oip_phase_e;
 
 
+/* the request path's own (request.c, signature.c, the transports) */
+
 typedef struct {
     ngx_http_oip_phase_e   phase;
-    ngx_int_t              status;   /* REFUSED: the HTTP status */
-    ngx_str_t              model;
-    ngx_str_t              version;   /* empty: none in the URI */
-    ngx_str_t              error;
-    oip_reason_e           reason;   /* why, with error */
-    ngx_str_t              page;     /* JSON for nginx's own error page */
+    ngx_int_t              status;      /* REFUSED: the HTTP status */
+
+    /* the call, as the transport routed it */
+    const ngx_http_oip_transport_t  *transport;
+    ngx_uint_t             rpc;         /* oip_rpc_e */
+    ngx_uint_t             carrier;     /* oip_carrier_e: the client's */
 
     /* the model's signature, when oip_signatures is on */
     ngx_http_oip_sig_t    *sig;
     oip_signature_t       *signature;   /* NULL: not checked */
 
-    /* what the request held, for the variables (counted: they are set) */
+    unsigned               refetched:1; /* no second refetch */
+    unsigned               misfit:1;    /* refused by the signature */
+    unsigned               sub:1;       /* a signature fetch's own */
+} ngx_http_oip_req_t;
+
+
+/*
+ * Where its answer is on the answer path (response.c): held whole (a
+ * 200, or an upstream's error), or nginx's own error page replaced, and
+ * then sent.
+ */
+
+typedef enum {
+    NGX_HTTP_OIP_ANS_PASSING = 0,      /* not held: it goes as it comes */
+    NGX_HTTP_OIP_ANS_HELD,             /* a 200, held to be converted */
+    NGX_HTTP_OIP_ANS_HELD_ERROR,       /* an upstream's error, held */
+    NGX_HTTP_OIP_ANS_PAGE,             /* nginx's error page, replaced */
+    NGX_HTTP_OIP_ANS_SENT,             /* held, then sent: the rest goes */
+    NGX_HTTP_OIP_ANS_PAGE_SENT         /* the page sent: the rest goes */
+} ngx_http_oip_ans_phase_e;
+
+
+typedef struct {
+    ngx_http_oip_ans_phase_e  phase;
+    oip_wish_t             wish;        /* the client's, from its request */
+    u_char                *buf;         /* the answer held */
+    size_t                 len;
+    size_t                 cap;
+    size_t                 limit;
+    ngx_str_t              page;        /* JSON for nginx's error page */
+    unsigned               manage:1;    /* it may be reshaped */
+} ngx_http_oip_ans_t;
+
+
+/* what the request held and what became of it: variables and metrics */
+
+typedef struct {
     ngx_str_t              id;
     ngx_str_t              digest;        /* hex, or empty */
     size_t                 ninputs;
@@ -145,29 +183,26 @@ typedef struct {
     size_t                 answer_bytes;  /* its tensors, given */
     ngx_uint_t             answer_form;   /* oip_shape_e, as given */
     ngx_uint_t             sig_lookup;    /* NGX_HTTP_OIP_LOOKUP_*, or 0 */
-
-    /* the call, as the transport routed it */
-    const ngx_http_oip_transport_t  *transport;
-    ngx_uint_t             rpc;           /* oip_rpc_e */
-    ngx_uint_t             carrier;       /* oip_carrier_e: the client's */
-
-    /* the response path */
-    oip_wish_t             wish;
-    u_char                *buf;
-    size_t                 len;
-    size_t                 cap;
-    size_t                 limit;
-
-    unsigned               manage:1;
-    unsigned               filtering:1;
-    unsigned               failed:1;    /* an upstream error answer held */
-    unsigned               sent:1;
-    unsigned               replace:1;   /* with page, nginx's error page */
-    unsigned               refetched:1; /* no second refetch */
-    unsigned               misfit:1;    /* refused by the signature */
-    unsigned               counted:1;   /* the variables' values are set */
+    unsigned               counted:1;     /* the request's values are set */
     unsigned               answer_timed:1; /* the answer was converted */
-    unsigned               sub:1;       /* a metadata subrequest's own */
+} ngx_http_oip_vars_t;
+
+
+/*
+ * An infer request's context, made by ngx_http_oip_create_ctx() (a
+ * signature fetch's subrequest by the fetch): what both paths name it
+ * by, then each path's own state, then what the operator reads of it.
+ */
+
+typedef struct {
+    ngx_str_t              model;
+    ngx_str_t              version;     /* empty: none in the URI */
+    ngx_str_t              error;       /* a refusal's, for the client */
+    oip_reason_e           reason;      /* why, with error */
+
+    ngx_http_oip_req_t     req;
+    ngx_http_oip_ans_t     ans;
+    ngx_http_oip_vars_t    vars;
 } ngx_http_oip_ctx_t;
 
 
@@ -297,6 +332,11 @@ ngx_int_t ngx_http_oip_chain(ngx_http_request_t *r, oip_seg_t *segs,
     size_t n, ngx_chain_t **out, ngx_buf_t **last);
 
 
+/* the request's body in and out (ngx_http_oip_body.c) */
+ngx_int_t ngx_http_oip_body_in(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, u_char **data, size_t *len);
+ngx_int_t ngx_http_oip_body_out(ngx_http_request_t *r, oip_result_t *res);
+
 /* the conversion runner, big ones in a thread (ngx_http_oip_thread.c) */
 char *ngx_http_oip_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
@@ -337,10 +377,6 @@ void ngx_http_oip_sig_cache_store(ngx_shm_zone_t *zone, ngx_str_t *key,
     ngx_log_t *log);
 
 /* the model-aware edge: fetching signatures (ngx_http_oip_signature.c) */
-char *ngx_http_oip_signatures(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
-char *ngx_http_oip_signature_optional(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf);
 ngx_int_t ngx_http_oip_signature(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 ngx_int_t ngx_http_oip_signature_refetch(ngx_http_request_t *r,

@@ -12,6 +12,13 @@
 #include "ngx_http_oip_module.h"
 
 
+/* the answer is held (or was, and has gone out): the filters own it */
+#define ngx_http_oip_held(ctx)                                                \
+    ((ctx)->ans.phase == NGX_HTTP_OIP_ANS_HELD                                \
+     || (ctx)->ans.phase == NGX_HTTP_OIP_ANS_HELD_ERROR                       \
+     || (ctx)->ans.phase == NGX_HTTP_OIP_ANS_SENT)
+
+
 static ngx_int_t ngx_http_oip_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_hold(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
@@ -95,7 +102,7 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
 
         ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
 
-        if (ctx == NULL || ctx->transport == NULL || ctx->filtering
+        if (ctx == NULL || ctx->req.transport == NULL || ngx_http_oip_held(ctx)
             || r->upstream == NULL)
         {
             return ngx_http_next_header_filter(r);
@@ -110,14 +117,14 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
 
     ctx = ngx_http_oip_get_ctx(r);
 
-    if (ctx && ctx->phase == NGX_HTTP_OIP_PHASE_PASSED && r->upstream
+    if (ctx && ctx->req.phase == NGX_HTTP_OIP_PHASE_PASSED && r->upstream
         && r->http_version == NGX_HTTP_VERSION_9 && r->http_protocol.len)
     {
         return ngx_http_oip_not_http(r, ctx);
     }
 
-    if (ctx == NULL || ctx->phase != NGX_HTTP_OIP_PHASE_PASSED
-        || ctx->filtering)
+    if (ctx == NULL || ctx->req.phase != NGX_HTTP_OIP_PHASE_PASSED
+        || ngx_http_oip_held(ctx))
     {
         return ngx_http_next_header_filter(r);
     }
@@ -133,7 +140,7 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
 
     if (r->header_only || r->method == NGX_HTTP_HEAD
         || !((r->headers_out.status == NGX_HTTP_OK
-              && (ctx->manage || r->cached))
+              && (ctx->ans.manage || r->cached))
              || (r->headers_out.status >= NGX_HTTP_BAD_REQUEST
                  && r->upstream
                  && olcf->errors == NGX_HTTP_OIP_ERRORS_REWRITE)))
@@ -166,9 +173,10 @@ ngx_http_oip_hold(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
-    ctx->filtering = 1;
-    ctx->failed = (r->headers_out.status != NGX_HTTP_OK);
-    ctx->limit = ctx->failed ? NGX_HTTP_OIP_ERROR_MAX
+    ctx->ans.phase = (r->headers_out.status != NGX_HTTP_OK)
+                     ? NGX_HTTP_OIP_ANS_HELD_ERROR : NGX_HTTP_OIP_ANS_HELD;
+    ctx->ans.limit = (ctx->ans.phase == NGX_HTTP_OIP_ANS_HELD_ERROR)
+                     ? NGX_HTTP_OIP_ERROR_MAX
                             : (size_t) (olcf->max_json_size
                                         + olcf->max_tensor_size);
 
@@ -176,13 +184,13 @@ ngx_http_oip_hold(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     len = r->headers_out.content_length_n;
 
-    if (len > 0 && (uint64_t) len <= ctx->limit) {
-        ctx->buf = ngx_palloc(r->pool, (size_t) len);
-        if (ctx->buf == NULL) {
+    if (len > 0 && (uint64_t) len <= ctx->ans.limit) {
+        ctx->ans.buf = ngx_palloc(r->pool, (size_t) len);
+        if (ctx->ans.buf == NULL) {
             return NGX_ERROR;
         }
 
-        ctx->cap = (size_t) len;
+        ctx->ans.cap = (size_t) len;
     }
 
     r->filter_need_in_memory = 1;
@@ -217,12 +225,14 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     } else {
         ctx = ngx_http_oip_get_ctx(r);
 
-        if (ctx && ctx->replace) {
+        if (ctx && (ctx->ans.phase == NGX_HTTP_OIP_ANS_PAGE
+                    || ctx->ans.phase == NGX_HTTP_OIP_ANS_PAGE_SENT))
+        {
             return ngx_http_oip_replace_page(r, in, ctx);
         }
     }
 
-    if (ctx == NULL || !ctx->filtering) {
+    if (ctx == NULL || !ngx_http_oip_held(ctx)) {
         return ngx_http_next_body_filter(r, in);
     }
 
@@ -235,7 +245,7 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         if (cl->buf->last > cl->buf->pos) {
             data = 1;
 
-            if (!ctx->sent && rc == NGX_OK) {
+            if (ctx->ans.phase != NGX_HTTP_OIP_ANS_SENT && rc == NGX_OK) {
                 rc = ngx_http_oip_append(r, ctx, cl->buf->pos,
                                          cl->buf->last - cl->buf->pos);
             }
@@ -250,7 +260,7 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         }
     }
 
-    if (ctx->sent) {
+    if (ctx->ans.phase == NGX_HTTP_OIP_ANS_SENT) {
         /* the answer has gone out: the rest is dropped */
         return NGX_OK;
     }
@@ -280,9 +290,9 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     }
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: answer of %uz bytes buffered", ctx->len);
+                   "oip: answer of %uz bytes buffered", ctx->ans.len);
 
-    if (ctx->failed) {
+    if (ctx->ans.phase == NGX_HTTP_OIP_ANS_HELD_ERROR) {
         return ngx_http_oip_finish_error(r, ctx);
     }
 
@@ -312,7 +322,7 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
 
     if (!olcf->enable || r->error_page
         || r->headers_out.status != r->err_status
-        || ((ctx == NULL || !ctx->transport->any_uri)
+        || ((ctx == NULL || !ctx->req.transport->any_uri)
             && (r->method != NGX_HTTP_POST
                 || ngx_http_oip_infer_uri(&r->uri, &model, &version)
                    != NGX_OK)))
@@ -413,12 +423,11 @@ ngx_http_oip_page(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         return NGX_ERROR;
     }
 
-    ctx->page.data = b->pos;
-    ctx->page.len = b->last - b->pos;
-    ctx->replace = 1;
-    ctx->filtering = 0;
+    ctx->ans.page.data = b->pos;
+    ctx->ans.page.len = b->last - b->pos;
+    ctx->ans.phase = NGX_HTTP_OIP_ANS_PAGE;
 
-    r->headers_out.content_length_n = ctx->page.len;
+    r->headers_out.content_length_n = ctx->ans.page.len;
 
     if (r->headers_out.content_length) {
         r->headers_out.content_length->hash = 0;
@@ -442,19 +451,19 @@ ngx_http_oip_replace_page(ngx_http_request_t *r, ngx_chain_t *in,
         cl->buf->pos = cl->buf->last;
     }
 
-    if (ctx->sent) {
+    if (ctx->ans.phase == NGX_HTTP_OIP_ANS_PAGE_SENT) {
         return NGX_OK;
     }
 
-    ctx->sent = 1;
+    ctx->ans.phase = NGX_HTTP_OIP_ANS_PAGE_SENT;
 
     b = ngx_calloc_buf(r->pool);
     if (b == NULL) {
         return NGX_ERROR;
     }
 
-    b->pos = ctx->page.data;
-    b->last = ctx->page.data + ctx->page.len;
+    b->pos = ctx->ans.page.data;
+    b->last = ctx->ans.page.data + ctx->ans.page.len;
     b->memory = 1;
     b->last_buf = 1;
 
@@ -476,43 +485,43 @@ ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         return NGX_OK;
     }
 
-    if (len > ctx->limit - ctx->len) {
-        if (!ctx->failed) {
+    if (len > ctx->ans.limit - ctx->ans.len) {
+        if (ctx->ans.phase != NGX_HTTP_OIP_ANS_HELD_ERROR) {
             return NGX_DECLINED;
         }
 
         /* an error's message is in its beginning: the rest is dropped */
-        len = ctx->limit - ctx->len;
+        len = ctx->ans.limit - ctx->ans.len;
 
         if (len == 0) {
             return NGX_OK;
         }
     }
 
-    if (ctx->len + len > ctx->cap) {
-        cap = ngx_max(ctx->cap * 2, ctx->len + len);
+    if (ctx->ans.len + len > ctx->ans.cap) {
+        cap = ngx_max(ctx->ans.cap * 2, ctx->ans.len + len);
         cap = ngx_max(cap, 16384);
-        cap = ngx_min(cap, ctx->limit);
+        cap = ngx_min(cap, ctx->ans.limit);
 
         buf = ngx_palloc(r->pool, cap);
         if (buf == NULL) {
             return NGX_ERROR;
         }
 
-        if (ctx->len) {
-            ngx_memcpy(buf, ctx->buf, ctx->len);
+        if (ctx->ans.len) {
+            ngx_memcpy(buf, ctx->ans.buf, ctx->ans.len);
         }
 
-        if (ctx->buf) {
-            (void) ngx_pfree(r->pool, ctx->buf);
+        if (ctx->ans.buf) {
+            (void) ngx_pfree(r->pool, ctx->ans.buf);
         }
 
-        ctx->buf = buf;
-        ctx->cap = cap;
+        ctx->ans.buf = buf;
+        ctx->ans.cap = cap;
     }
 
-    ngx_memcpy(ctx->buf + ctx->len, data, len);
-    ctx->len += len;
+    ngx_memcpy(ctx->ans.buf + ctx->ans.len, data, len);
+    ctx->ans.len += len;
 
     return NGX_OK;
 }
@@ -526,7 +535,7 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     oip_result_t    res;
     oip_framing_t   framing;
 
-    switch (ctx->transport->answer(r, ctx, &res, &framing)) {
+    switch (ctx->req.transport->answer(r, ctx, &res, &framing)) {
 
     case NGX_OK:
         return ngx_http_oip_convert(r, ctx, &framing);
@@ -556,7 +565,7 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
 
 /*
- * The held answer (ctx->buf), framed so, given the client's form: here,
+ * The held answer (ctx->ans.buf), framed so, given the client's form: here,
  * or in a thread (NGX_AGAIN then, the answer held back: the writer waits
  * on r->buffered and r->aio).
  */
@@ -575,9 +584,9 @@ ngx_http_oip_convert(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     run.digested = 0;
     run.threaded = 0;
     run.framing = *framing;
-    run.wish = &ctx->wish;
-    run.body = ctx->buf ? ctx->buf : (u_char *) "";
-    run.len = ctx->len;
+    run.wish = &ctx->ans.wish;
+    run.body = ctx->ans.buf ? ctx->ans.buf : (u_char *) "";
+    run.len = ctx->ans.len;
 
     ngx_http_oip_options(r, &run.opt);
 
@@ -585,8 +594,8 @@ ngx_http_oip_convert(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     if (r->cached) {
         run.opt.answer_id_set = 1;
-        run.opt.answer_id = ctx->id.len ? ctx->id.data : NULL;
-        run.opt.answer_id_len = ctx->id.len;
+        run.opt.answer_id = ctx->vars.id.len ? ctx->vars.id.data : NULL;
+        run.opt.answer_id_len = ctx->vars.id.len;
     }
 
     rc = ngx_http_oip_run(&run);
@@ -608,7 +617,7 @@ ngx_http_oip_convert_done(ngx_http_request_t *r, ngx_http_oip_run_t *run)
     ctx = ngx_http_oip_get_ctx(r);
 
     r->buffered &= ~NGX_HTTP_OIP_BUFFERED;
-    ctx->answer_usec += run->usec;
+    ctx->vars.answer_usec += run->usec;
 
     /* a client gone meanwhile gets nothing: its request is ending */
 
@@ -644,7 +653,7 @@ static ngx_int_t
 ngx_http_oip_answered(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     int rc, oip_result_t *res)
 {
-    ctx->answer_timed = 1;
+    ctx->vars.answer_timed = 1;
 
     if (rc != 0) {
         return ngx_http_oip_answer_failed(r, ctx, res->status,
@@ -659,14 +668,14 @@ ngx_http_oip_answered(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     /* a cached answer given its id only is not converted */
 
-    ctx->answer = (res->reshaped
+    ctx->vars.answer = (res->reshaped
                    && (!r->cached || res->in_form != res->out_form
                        || res->in_form == OIP_SHAPE_MIXED))
                   ? NGX_HTTP_OIP_ANSWER_CONVERTED
                   : NGX_HTTP_OIP_ANSWER_PASSED;
 
-    ctx->answer_bytes = res->tensor_bytes;
-    ctx->answer_form = res->out_form;
+    ctx->vars.answer_bytes = res->tensor_bytes;
+    ctx->vars.answer_form = res->out_form;
 
     return ngx_http_oip_send(r, ctx, res);
 }
@@ -691,7 +700,8 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     ngx_http_oip_allocator(r, &alloc);
 
     if (oip_response_error(&res, &alloc, r->headers_out.status, &type,
-                           ctx->buf ? ctx->buf : (u_char *) "", ctx->len)
+                           ctx->ans.buf ? ctx->ans.buf : (u_char *) "",
+                           ctx->ans.len)
         == 0)
     {
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
@@ -721,7 +731,7 @@ ngx_http_oip_answer_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_header_t      ihcl;
     ngx_table_elt_t  *h;
 
-    ctx->sent = 1;
+    ctx->ans.phase = NGX_HTTP_OIP_ANS_SENT;
 
     b = ngx_http_oip_error_json(r, msg, len);
     if (b == NULL) {
@@ -756,8 +766,8 @@ ngx_http_oip_send_held(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
     oip_seg_t  held;
 
-    held.data = ctx->buf;
-    held.len = ctx->len;
+    held.data = ctx->ans.buf;
+    held.len = ctx->ans.len;
 
     return ngx_http_oip_answer_body(r, ctx, &held, 1);
 }
@@ -773,7 +783,7 @@ ngx_http_oip_answer_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_buf_t    *b;
     ngx_chain_t  *out;
 
-    ctx->sent = 1;
+    ctx->ans.phase = NGX_HTTP_OIP_ANS_SENT;
 
     if (ngx_http_oip_chain(r, segs, n, &out, &b) != NGX_OK) {
         return NGX_ERROR;
@@ -838,7 +848,7 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     type = res->content_type;
 
-    if (res->binary && ctx->carrier != OIP_CARRIER_HEADER) {
+    if (res->binary && ctx->req.carrier != OIP_CARRIER_HEADER) {
         /* the length in the media type the client sent its own in */
 
         p = ngx_pnalloc(r->pool, OIP_CARRIER_TYPE_LEN);
@@ -846,7 +856,7 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
             return NGX_ERROR;
         }
 
-        if (oip_carrier_type(ctx->carrier, (int64_t) res->header_len,
+        if (oip_carrier_type(ctx->req.carrier, (int64_t) res->header_len,
                              (char *) p, OIP_CARRIER_TYPE_LEN)
             == 0)
         {
@@ -899,8 +909,8 @@ ngx_http_oip_answer_failed(ngx_http_request_t *r,
 {
     ngx_buf_t  *b;
 
-    ctx->answer = NGX_HTTP_OIP_ANSWER_FAILED;
-    ctx->sent = 1;
+    ctx->vars.answer = NGX_HTTP_OIP_ANSWER_FAILED;
+    ctx->ans.phase = NGX_HTTP_OIP_ANS_SENT;
 
     ngx_http_oip_uncache(r);
 

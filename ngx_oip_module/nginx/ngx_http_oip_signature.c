@@ -112,124 +112,8 @@ static void ngx_http_oip_sig_failed(ngx_http_oip_sig_t *s,
     ngx_uint_t status, const char *fmt, ...);
 
 
-
-
-/* oip_signatures URI zone=NAME | off */
-
-char *
-ngx_http_oip_signatures(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
-{
-    ngx_http_oip_loc_conf_t *olcf = conf;
-
-    ngx_str_t  *value, name;
-
-    if (olcf->sig_zone != NGX_CONF_UNSET_PTR) {
-        return "is duplicate";
-    }
-
-    value = cf->args->elts;
-
-    if (cf->args->nelts == 2) {
-        if (ngx_strcmp(value[1].data, "off") != 0) {
-            return "takes URI zone=NAME, or off";
-        }
-
-        olcf->sig_zone = NULL;
-        return NGX_CONF_OK;
-    }
-
-    if (value[1].len < 2 || value[1].data[0] != '/'
-        || value[1].data[value[1].len - 1] == '/')
-    {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "\"%V\": the URI starts with \"/\" and does not "
-                           "end with one (\"/v2/models/M\" is appended)",
-                           &value[1]);
-        return NGX_CONF_ERROR;
-    }
-
-    if (ngx_strncmp(value[2].data, "zone=", 5) != 0 || value[2].len == 5) {
-        return "takes URI zone=NAME, or off";
-    }
-
-    name.data = value[2].data + 5;
-    name.len = value[2].len - 5;
-
-    olcf->sig_uri = value[1];
-
-    /* declared by oip_signature_zone, before or after */
-    olcf->sig_zone = ngx_shared_memory_add(cf, &name, 0,
-                                           &ngx_http_oip_module);
-    if (olcf->sig_zone == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    return NGX_CONF_OK;
-}
-
-
-/* oip_signature_optional [MODEL:]INPUT ... */
-
-char *
-ngx_http_oip_signature_optional(ngx_conf_t *cf, ngx_command_t *cmd,
-    void *conf)
-{
-    ngx_http_oip_loc_conf_t *olcf = conf;
-
-    u_char          *colon;
-    ngx_str_t       *value;
-    ngx_uint_t       i;
-    oip_optional_t  *o;
-
-    if (olcf->sig_optional != NGX_CONF_UNSET_PTR) {
-        return "is duplicate";
-    }
-
-    olcf->sig_optional = ngx_array_create(cf->pool, cf->args->nelts - 1,
-                                          sizeof(oip_optional_t));
-    if (olcf->sig_optional == NULL) {
-        return NGX_CONF_ERROR;
-    }
-
-    value = cf->args->elts;
-
-    for (i = 1; i < cf->args->nelts; i++) {
-
-        o = ngx_array_push(olcf->sig_optional);
-        if (o == NULL) {
-            return NGX_CONF_ERROR;
-        }
-
-        ngx_memzero(o, sizeof(oip_optional_t));
-
-        /* the first colon: model names rarely hold one, inputs may */
-
-        colon = ngx_strlchr(value[i].data, value[i].data + value[i].len, ':');
-
-        if (colon) {
-            o->model = value[i].data;
-            o->model_len = colon - value[i].data;
-            o->input = colon + 1;
-            o->input_len = value[i].data + value[i].len - (colon + 1);
-
-        } else {
-            o->input = value[i].data;
-            o->input_len = value[i].len;
-        }
-
-        if (o->input_len == 0 || (colon && o->model_len == 0)) {
-            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                               "\"%V\" is not [MODEL:]INPUT", &value[i]);
-            return NGX_CONF_ERROR;
-        }
-    }
-
-    return NGX_CONF_OK;
-}
-
-
 /*
- * The request's signature.  Returns NGX_OK with ctx->signature set, or
+ * The request's signature.  Returns NGX_OK with ctx->req.signature set, or
  * NULL when there is none to check against (failing open, or a model
  * declaring no inputs); NGX_AGAIN while it is fetched or waited for; or
  * the status to refuse the request with, ctx->error set.
@@ -242,7 +126,7 @@ ngx_http_oip_signature(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     ngx_uint_t           refresh;
     ngx_http_oip_sig_t  *s, *bg;
 
-    s = ctx->sig;
+    s = ctx->req.sig;
 
     if (s == NULL
         && (!ngx_http_oip_sig_name(&ctx->model)
@@ -360,9 +244,9 @@ ngx_http_oip_signature_refetch(ngx_http_request_t *r,
     ngx_http_oip_sig_t       *s;
     ngx_http_oip_loc_conf_t  *olcf;
 
-    s = ctx->sig;
+    s = ctx->req.sig;
 
-    if (s == NULL || s->refetch || ctx->signature == NULL) {
+    if (s == NULL || s->refetch || ctx->req.signature == NULL) {
         return NGX_DECLINED;
     }
 
@@ -492,8 +376,8 @@ ngx_http_oip_sig_create(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     s->r = r;
     s->ctx = ctx;
 
-    if (ctx->sig == NULL) {
-        ctx->sig = s;
+    if (ctx->req.sig == NULL) {
+        ctx->req.sig = s;
     }
 
     return s;
@@ -681,23 +565,16 @@ ngx_http_oip_sig_request(ngx_http_request_t *r, ngx_http_oip_sig_t *s,
         return NGX_ERROR;
     }
 
-    /*
-     * What it asks, should its location speak gRPC: a context of its own,
-     * in r->ctx only (the pool is the client's, where the client's
-     * context is found again after a redirect).
-     */
+    /* what it asks, should its location's transport make it a call */
 
-    sctx = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_ctx_t));
+    sctx = ngx_http_oip_create_ctx(sr);
     if (sctx == NULL) {
         return NGX_ERROR;
     }
 
-    sctx->sub = 1;
-    sctx->rpc = OIP_RPC_MODEL_METADATA;
+    sctx->req.rpc = OIP_RPC_MODEL_METADATA;
     sctx->model = s->ctx->model;
     sctx->version = s->ctx->version;
-
-    ngx_http_set_ctx(sr, sctx, ngx_http_oip_module);
 
     return NGX_OK;
 }
@@ -1058,7 +935,7 @@ ngx_http_oip_sig_result(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
     ctx = s->ctx;
 
     /* for oip_signature_lookups_total */
-    ctx->sig_lookup = (s->outcome == NGX_HTTP_OIP_SIG_FAILED)
+    ctx->vars.sig_lookup = (s->outcome == NGX_HTTP_OIP_SIG_FAILED)
                       ? NGX_HTTP_OIP_LOOKUP_FAILED
                       : s->hit ? NGX_HTTP_OIP_LOOKUP_HIT
                                : NGX_HTTP_OIP_LOOKUP_MISS;
@@ -1067,16 +944,16 @@ ngx_http_oip_sig_result(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
 
     case NGX_HTTP_OIP_SIG_FOUND:
         /* a model declaring no inputs is served unchecked */
-        ctx->signature = s->signature->ninputs ? s->signature : NULL;
+        ctx->req.signature = s->signature->ninputs ? s->signature : NULL;
 
         ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "oip: signature of \"%V\": %s", &ctx->model,
-                       ctx->signature ? "checked against"
+                       ctx->req.signature ? "checked against"
                                       : "no inputs declared, not checked");
         return NGX_OK;
 
     case NGX_HTTP_OIP_SIG_NOT_FOUND:
-        ctx->signature = NULL;
+        ctx->req.signature = NULL;
 
         p = ngx_snprintf(msg, sizeof(msg) - 1, "model '%V'%s%V%s not found",
                          &ctx->model, ctx->version.len ? " version '" : "",
@@ -1090,7 +967,7 @@ ngx_http_oip_sig_result(ngx_http_request_t *r, ngx_http_oip_sig_t *s)
         break;
     }
 
-    ctx->signature = NULL;
+    ctx->req.signature = NULL;
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 

@@ -19,16 +19,32 @@ static void ngx_http_oip_free(void *data, void *p);
 
 
 /*
- * The context of an infer request.  It lives in a pool cleanup as well
- * as in r->ctx: an internal redirect clears r->ctx (the realip module's
- * technique), and the body must not be converted twice.
+ * The context of an infer request, the one maker of it.  It lives in a
+ * pool cleanup as well as in r->ctx: an internal redirect clears r->ctx
+ * (the realip module's technique), and the body must not be converted
+ * twice.  A signature fetch's subrequest gets one in r->ctx only: its
+ * pool is the client's, where the client's context must be the one found
+ * again; its transport is set when its location's handler takes it.
  */
 
 ngx_http_oip_ctx_t *
 ngx_http_oip_create_ctx(ngx_http_request_t *r)
 {
-    ngx_pool_cleanup_t  *cln;
-    ngx_http_oip_ctx_t  *ctx;
+    ngx_pool_cleanup_t       *cln;
+    ngx_http_oip_ctx_t       *ctx;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    if (r != r->main) {
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_ctx_t));
+        if (ctx == NULL) {
+            return NULL;
+        }
+
+        ctx->req.sub = 1;
+        ngx_http_set_ctx(r, ctx, ngx_http_oip_module);
+
+        return ctx;
+    }
 
     cln = ngx_pool_cleanup_add(r->pool, sizeof(ngx_http_oip_ctx_t));
     if (cln == NULL) {
@@ -38,9 +54,8 @@ ngx_http_oip_create_ctx(ngx_http_request_t *r)
     ctx = cln->data;
     ngx_memzero(ctx, sizeof(ngx_http_oip_ctx_t));
 
-    ctx->transport = ((ngx_http_oip_loc_conf_t *)
-                      ngx_http_get_module_loc_conf(r, ngx_http_oip_module))
-                     ->transport;
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+    ctx->req.transport = olcf->transport;
 
     cln->handler = ngx_http_oip_cleanup;
     ngx_http_set_ctx(r, ctx, ngx_http_oip_module);

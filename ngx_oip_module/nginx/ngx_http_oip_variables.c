@@ -47,7 +47,7 @@ static ngx_http_variable_t  ngx_http_oip_vars[] = {
       NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("oip_request_id"), NULL, ngx_http_oip_var_string,
-      offsetof(ngx_http_oip_ctx_t, id), NGX_HTTP_VAR_NOCACHEABLE, 0 },
+      offsetof(ngx_http_oip_ctx_t, vars.id), NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("oip_inputs"), NULL, ngx_http_oip_var_count,
       NGX_HTTP_OIP_VAR_INPUTS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
@@ -74,7 +74,7 @@ static ngx_http_variable_t  ngx_http_oip_vars[] = {
       0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("oip_digest"), NULL, ngx_http_oip_var_string,
-      offsetof(ngx_http_oip_ctx_t, digest), NGX_HTTP_VAR_NOCACHEABLE, 0 },
+      offsetof(ngx_http_oip_ctx_t, vars.digest), NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -216,20 +216,20 @@ ngx_http_oip_var_count(ngx_http_request_t *r, ngx_http_variable_value_t *v,
 
     ctx = ngx_http_oip_var_ctx(r);
 
-    if (ctx == NULL || !ctx->counted) {
+    if (ctx == NULL || !ctx->vars.counted) {
         v->not_found = 1;
         return NGX_OK;
     }
 
     switch (data) {
     case NGX_HTTP_OIP_VAR_INPUTS:
-        n = ctx->ninputs;
+        n = ctx->vars.ninputs;
         break;
     case NGX_HTTP_OIP_VAR_ELEMENTS:
-        n = ctx->elements;
+        n = ctx->vars.elements;
         break;
     default:
-        n = ctx->tensor_bytes;
+        n = ctx->vars.tensor_bytes;
     }
 
     p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
@@ -252,8 +252,8 @@ ngx_http_oip_var_form(ngx_http_request_t *r, ngx_http_variable_value_t *v,
 
     ctx = ngx_http_oip_var_ctx(r);
 
-    form = (ctx == NULL || !ctx->counted) ? OIP_SHAPE_NONE
-           : data ? ctx->upstream_form : ctx->in_form;
+    form = (ctx == NULL || !ctx->vars.counted) ? OIP_SHAPE_NONE
+           : data ? ctx->vars.upstream_form : ctx->vars.in_form;
 
     if (form == OIP_SHAPE_NONE || form > OIP_SHAPE_RAW) {
         v->not_found = 1;
@@ -279,7 +279,7 @@ ngx_http_oip_var_convert_time(ngx_http_request_t *r,
 
     ctx = ngx_http_oip_var_ctx(r);
 
-    if (ctx == NULL || !ctx->counted) {
+    if (ctx == NULL || !ctx->vars.counted) {
         v->not_found = 1;
         return NGX_OK;
     }
@@ -289,7 +289,7 @@ ngx_http_oip_var_convert_time(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
-    ms = (ctx->request_usec + ctx->answer_usec + 500) / 1000;
+    ms = (ctx->vars.request_usec + ctx->vars.answer_usec + 500) / 1000;
 
     q = ngx_http_oip_var_decimal(p, ms / 1000, 1);
     *q++ = '.';

@@ -62,7 +62,7 @@ ok() {
 defined() { nm --defined-only -g "$1" | awk '{ print $3 }' | sort -u; }
 used() { nm -u "$1" | awk '{ print $2 }' | sort -u; }
 
-echo "1..22"
+echo "1..24"
 
 if [ ! -d "$OBJ/codec" ] || [ ! -f "$SO" ]; then
     echo "Bail out! the module is not built: ./build.sh build"
@@ -157,19 +157,29 @@ named=$(cat "$tmp/req.use" "$tmp/resp.use" | sort -u \
 [ -z "$named" ]
 ok $? "the paths call no transport by name, only the location's table${named:+: }$(echo $named)"
 
+# the body file serves the request path and uses nothing of either
+body="$GLUE/ngx_http_oip_body.o"
+defined "$body" > "$tmp/body.def"
+used "$body" > "$tmp/body.use"
+
+both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/body.use" -)
+[ -z "$both" ]
+ok $? "the body file uses nothing of either path${both:+: }$(echo $both)"
+
 # what the glue files use of each other: the module and util files', the
 # cache and thread files' helpers, and for the request path the
-# signature file's
+# signature and body files'
 defined "$GLUE/ngx_http_oip_module.o" > "$tmp/mod.def"
 defined "$GLUE/ngx_http_oip_util.o" >> "$tmp/mod.def"
 cat "$tmp/mod.def" "$tmp/cache.def" "$tmp/thread.def" \
     | sort -u > "$tmp/modcache.def"
-cat "$tmp/modcache.def" "$tmp/sig.def" | sort -u > "$tmp/modsig.def"
+cat "$tmp/modcache.def" "$tmp/sig.def" "$tmp/body.def" | sort -u \
+    > "$tmp/modsig.def"
 grep '^ngx_http_oip_' "$tmp/req.use" | sort -u > "$tmp/req.glue"
 grep '^ngx_http_oip_' "$tmp/resp.use" | sort -u > "$tmp/resp.glue"
 stray="$(comm -23 "$tmp/req.glue" "$tmp/modsig.def")$(comm -23 "$tmp/resp.glue" "$tmp/modcache.def")"
 [ -z "$stray" ]
-ok $? "the paths use only the module, util, cache and thread files' helpers (and the request path the signature file's)${stray:+: }$(echo $stray)"
+ok $? "the paths use only the module, util, cache and thread files' helpers (and the request path the signature and body files')${stray:+: }$(echo $stray)"
 
 # NEEDED entries, but libc: the libraries of config, each -lX a libX.so.N
 # (the codec's, and the glue's: -l words of config's ngx_module_libs)
@@ -325,5 +335,12 @@ nofile=$(grep -o '`[a-z_/]*test_[a-z0-9_]*\.\(py\|sh\|c\)`' "$TESTING" \
 done)
 [ -z "$unnamed$nofile" ]
 ok $? "docs/testing.md names every integration test file, and names no test file that is not there${unnamed:+; not named: }$(echo $unnamed)${nofile:+; no such file: }$(echo $nofile)"
+
+# rooms a reviewer reads whole (issue 26): no glue file over 1,100 lines,
+# no hand-written codec .c over 1,500
+over=$(wc -l "$ROOT"/ngx_oip_module/nginx/*.c | awk '$2 != "total" && $1 > 1100 { print $2 ":" $1 }'
+       wc -l "$ROOT"/ngx_oip_module/codec/*.c | awk '$2 != "total" && $1 > 1500 { print $2 ":" $1 }')
+[ -z "$over" ]
+ok $? "no glue file over 1,100 lines, no codec .c over 1,500${over:+: }$(echo $over | sed "s|$ROOT/ngx_oip_module/||g")"
 
 exit $failed
