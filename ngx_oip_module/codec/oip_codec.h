@@ -47,11 +47,17 @@ typedef struct {
 } oip_alloc_t;
 
 
-/* a piece of a message, in order */
+/*
+ * A piece of a message, in order.  A piece of a request body that nginx
+ * holds in a file as well (opt.body_file) also says where it lies in
+ * that file, so that it can be sent, or copied, from there.
+ */
 
 typedef struct {
     const uint8_t         *data;
     size_t                 len;
+    int64_t                file;    /* the offset in the body's file, or
+                                       -1: in memory only */
 } oip_seg_t;
 
 
@@ -186,6 +192,9 @@ typedef struct {
      * above its max_message.  NULL: REST.
      */
     const oip_grpc_options_t *grpc;
+
+    /* requests: the body given is also a file's bytes from its start */
+    unsigned               body_file:1;
 
     /* answers: the "id" they carry (answer_id set: this one, or none) */
     const uint8_t         *answer_id;            /* unescaped, or NULL */

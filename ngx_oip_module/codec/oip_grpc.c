@@ -57,6 +57,7 @@ oip_grpc_call(oip_result_t *res, const oip_alloc_t *a,
 
     seg->data = p;
     seg->len = 5 + len;
+    seg->file = -1;
 
     oip_grpc_frame(p, len);
     p += 5;

@@ -1252,6 +1252,9 @@ oip_msg_build(oip_msg_t *m, oip_result_t *res)
 
     oip_out_init(&o, &m->c, 1024);
 
+    o.file = m->file;
+    o.file_len = m->file_len;
+
     if (m->to_json) {
         o.limit = m->opt->max_json_size;
         o.over = m->kind->as_json;

@@ -190,6 +190,10 @@ struct oip_msg_s {
     /* another wire format, written from the items (NULL: by the edits) */
     int                  (*target)(oip_msg_t *m, oip_result_t *res);
 
+    /* the body as it came, when it is also a file's (opt->body_file) */
+    const uint8_t         *file;
+    size_t                 file_len;
+
     unsigned               has_ihcl:1;
     unsigned               rewrite:1;    /* a new body even without edits */
     unsigned               edited:1;     /* there were edits */

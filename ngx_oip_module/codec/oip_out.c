@@ -42,6 +42,13 @@ oip_out_push(oip_out_t *o, const uint8_t *data, size_t len)
 
     o->segs[o->nsegs].data = data;
     o->segs[o->nsegs].len = len;
+
+    /* a piece of the input that is in its file too says where */
+    o->segs[o->nsegs].file = (o->file && data >= o->file
+                              && len <= o->file_len
+                              && (size_t) (data - o->file)
+                                 <= o->file_len - len)
+                             ? (int64_t) (data - o->file) : -1;
     o->nsegs++;
     o->total += len;
 

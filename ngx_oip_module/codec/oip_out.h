@@ -31,6 +31,10 @@ typedef struct {
     size_t                 total;      /* bytes in segs */
     size_t                 limit;      /* at most this many bytes; 0: any */
     const char            *over;       /* what would be too large */
+
+    /* an input that is also a file's bytes from its start, or NULL */
+    const uint8_t         *file;
+    size_t                 file_len;
 } oip_out_t;
 
 

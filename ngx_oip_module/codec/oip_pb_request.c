@@ -132,6 +132,9 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
 
     oip_out_init(&o, q.c, 4096);
 
+    o.file = m->file;
+    o.file_len = m->file_len;
+
     oip_grpc_frame(frame, total);
 
     memset(&w, 0, sizeof(oip_pb_t));

@@ -103,6 +103,12 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
         rq.m.target = oip_request_grpc;
     }
 
+    if (opt->body_file && f->encoding == OIP_ENC_NONE) {
+        /* what is referenced of it is in its file too */
+        rq.m.file = body;
+        rq.m.file_len = len;
+    }
+
     if (f->encoding != OIP_ENC_NONE) {
         /* IHCL and the limits count the bytes after decompression */
 
@@ -159,6 +165,7 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
                 if (res->segs) {
                     res->segs->data = body;
                     res->segs->len = len;
+                    res->segs->file = -1;
                     res->nsegs = 1;
                     res->body_len = len;
                     res->rewritten = 1;

@@ -73,6 +73,9 @@ fz_segs_check(const oip_seg_t *segs, size_t nsegs, size_t header_len,
         fz_assert(segs[i].len == 0 || segs[i].data != NULL,
                   "a segment without data");
 
+        /* the fuzzers give no body that is a file's (opt.body_file) */
+        fz_assert(segs[i].file == -1, "a segment says it is in a file");
+
         p = segs[i].data;
 
         for (j = 0; j < segs[i].len; j++) {

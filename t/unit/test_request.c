@@ -976,6 +976,96 @@ test_reasons(void)
 }
 
 
+/*
+ * A body that is also a file's (opt.body_file, nginx's spilled body):
+ * every segment that references the body says where it lies in the
+ * file, and only those; the same with the gRPC writer; none when the
+ * body was decompressed (its file holds other bytes).
+ */
+
+static int
+file_segs_check(run_t *r, size_t body_len, int with_file)
+{
+    size_t            i, found;
+    int64_t           want;
+    const oip_seg_t  *sg;
+
+    found = 0;
+
+    for (i = 0; i < r->req.nsegs; i++) {
+        sg = &r->req.segs[i];
+
+        if (sg->data >= r->body && sg->data < r->body + body_len) {
+            want = with_file ? sg->data - r->body : -1;
+            found += (sg->len == 1024);
+
+        } else {
+            want = -1;
+        }
+
+        if (sg->file != want) {
+            return 0;
+        }
+    }
+
+    /* the binary chunk was referenced, not copied */
+    return found == 1;
+}
+
+
+static void
+test_body_file(void)
+{
+    int                 st;
+    size_t              i, jlen;
+    u_char              bin[1024];
+    run_t               r;
+    oip_options_t       o;
+    oip_grpc_options_t  g;
+
+    static const char  json[] =
+        "{\"inputs\":[{\"name\":\"a\",\"shape\":[2],\"datatype\":\"FP32\","
+        "\"data\":[1,2]},{\"name\":\"b\",\"shape\":[256],"
+        "\"datatype\":\"FP32\",\"parameters\":{\"binary_data_size\":1024}}]}";
+
+    for (i = 0; i < sizeof(bin); i++) {
+        bin[i] = (u_char) i;
+    }
+
+    jlen = sizeof(json) - 1;
+
+    o = opts;
+    o.inputs = OIP_FORM_BINARY;
+    o.body_file = 1;
+
+    st = run_opts(&r, &o, json, jlen, bin, sizeof(bin), -2, OIP_ENC_NONE);
+    ok(st == 0 && r.req.rewritten && file_segs_check(&r, jlen + 1024, 1),
+       "body_file: the chunk referenced says its offset, written bytes "
+       "none");
+    run_free(&r);
+
+    o.body_file = 0;
+
+    st = run_opts(&r, &o, json, jlen, bin, sizeof(bin), -2, OIP_ENC_NONE);
+    ok(st == 0 && file_segs_check(&r, jlen + 1024, 0),
+       "without body_file: no offsets");
+    run_free(&r);
+
+    memset(&g, 0, sizeof(g));
+    g.model = (const u_char *) "m";
+    g.model_len = 1;
+    g.max_message = 1 << 20;
+
+    o.body_file = 1;
+    o.grpc = &g;
+
+    st = run_opts(&r, &o, json, jlen, bin, sizeof(bin), -2, OIP_ENC_NONE);
+    ok(st == 0 && file_segs_check(&r, jlen + 1024, 1),
+       "body_file: raw contents referenced from the body say their offset");
+    run_free(&r);
+}
+
+
 int
 main(void)
 {
@@ -990,6 +1080,7 @@ main(void)
     test_alloc_failures();
     test_stats();
     test_reasons();
+    test_body_file();
 
     return tap_done();
 }
