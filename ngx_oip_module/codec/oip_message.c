@@ -21,7 +21,6 @@
 #include "oip_number.h"
 
 
-static void oip_msg_done(oip_msg_t *m);
 static int oip_msg_syntax_first(oip_msg_t *m);
 static int oip_msg_names_check(oip_msg_t *m, oip_key_t *names, size_t n);
 static oip_tensor_t *oip_item_tensor(oip_msg_t *m, oip_item_t *it);
@@ -171,7 +170,7 @@ failed:
 }
 
 
-static void
+void
 oip_msg_done(oip_msg_t *m)
 {
     size_t  i;

@@ -233,6 +233,7 @@ void oip_msg_init(oip_msg_t *m, const oip_kind_t *kind,
 int oip_msg_split(oip_msg_t *m, const oip_framing_t *f, const uint8_t *body,
     size_t len);
 int oip_msg_run(oip_msg_t *m, oip_result_t *res);
+void oip_msg_done(oip_msg_t *m);
 
 int oip_msg_tensors(oip_msg_t *m);
 int oip_msg_names(oip_msg_t *m);

@@ -83,6 +83,9 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
             rc = oip_envelope_write(&rs.m, &env, res);
         }
 
+        /* the segments reference the message and what was made of it */
+        oip_msg_done(&rs.m);
+
     } else if (rc == 0) {
         if (f->ihcl == 0) {
             oip_fail(c, 400, OIP_REASON_SHAPE,
