@@ -246,6 +246,8 @@ typedef struct {
     oip_carrier_e          carrier; /* its Content-Type was a carrier's */
     unsigned               protobuf:1; /* answers: a framed
                                           ModelInferResponse */
+    unsigned               stream:1;   /* ... wrapped in a
+                                          ModelStreamInferResponse */
 } oip_framing_t;
 
 
@@ -416,6 +418,9 @@ int oip_grpc_call(oip_result_t *res, const oip_alloc_t *a,
  */
 int oip_grpc_answer(oip_result_t *res, const oip_alloc_t *a, oip_rpc_e rpc,
     const uint8_t *body, size_t len, int *truth);
+
+/* what a runtime's words say, as a code (OIP_REASON_NONE: nothing) */
+oip_reason_e oip_error_words(const uint8_t *text, size_t len);
 
 /* the HTTP status for a grpc-status code */
 int oip_grpc_http_status(unsigned code);

@@ -27,7 +27,6 @@ typedef struct {
 
 
 static int oip_error_json(oip_json_t *j, oip_text_t *t);
-static oip_reason_e oip_error_reason(const uint8_t *body, size_t len);
 static int oip_error_detail(oip_json_t *j, oip_text_t *t);
 static int oip_error_item(oip_json_t *j, oip_text_t *t);
 static int oip_error_string(oip_json_t *j, oip_text_t *t);
@@ -64,7 +63,7 @@ oip_response_error(oip_result_t *res, const oip_alloc_t *a, int status,
     /* the scanner's own complaints are not the message */
     oip_ctx_init(&c, a, scratch, &reason, 0);
 
-    res->reason = oip_error_reason(body, len);
+    res->reason = oip_error_words(body, len);
 
     p = body;
     end = body + len;
@@ -138,8 +137,8 @@ oip_response_error(oip_result_t *res, const oip_alloc_t *a, int status,
  * sequence".  Cased as they come, read without case.
  */
 
-static oip_reason_e
-oip_error_reason(const uint8_t *body, size_t len)
+oip_reason_e
+oip_error_words(const uint8_t *body, size_t len)
 {
     const uint8_t  *end;
 

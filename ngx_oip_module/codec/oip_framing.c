@@ -53,6 +53,8 @@ oip_request_framing(oip_result_t *res, oip_framing_t *f,
     f->encoding = OIP_ENC_NONE;
     f->carrier = OIP_CARRIER_HEADER;
     f->protobuf = 0;
+    f->stream = 0;
+    f->stream = 0;
 
     if (oip_encoding_is(encoding, "gzip", 4)) {
         f->encoding = OIP_ENC_GZIP;

@@ -81,9 +81,11 @@ int oip_gres_text(oip_out_t *o, const uint8_t *s, size_t len);
  * (oip_pb_answer.c), each item's action set and its chunk checked, for
  * oip_envelope_write().  Returns 0, or -1 with the error in the context
  * (502: not a ModelInferResponse; 400: what a REST answer may not say).
+ * stream: the message is a ModelStreamInferResponse, whose error_message
+ * is the runtime's refusal (502, its words read for a reason code).
  */
 int oip_answer_grpc(oip_msg_t *m, oip_envelope_t *env, const uint8_t *body,
-    size_t len);
+    size_t len, unsigned stream);
 
 
 static inline void

@@ -24,6 +24,7 @@ typedef struct {
 } oip_gout_t;
 
 
+static int oip_gres_stream(oip_ctx_t *c, oip_pbr_t *msg);
 static int oip_gres_flat(oip_out_t *o, oip_seg_t *seg);
 static int oip_gres_params(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg,
     size_t len, unsigned field, int *shm);
@@ -38,7 +39,7 @@ static int oip_gres_contents(oip_ctx_t *c, oip_dtype_e dt,
 
 int
 oip_answer_grpc(oip_msg_t *m, oip_envelope_t *env, const uint8_t *body,
-    size_t len)
+    size_t len, unsigned stream)
 {
     int          rc, shm;
     size_t       i, k, nraw;
@@ -57,7 +58,9 @@ oip_answer_grpc(oip_msg_t *m, oip_envelope_t *env, const uint8_t *body,
     memset(top, 0, sizeof(top));
     memset(env, 0, sizeof(oip_envelope_t));
 
-    if (oip_grpc_unframe(c, body, len, &msg) != 0) {
+    if (oip_grpc_unframe(c, body, len, &msg) != 0
+        || (stream && oip_gres_stream(c, &msg) != 0))
+    {
         return -1;
     }
 
@@ -166,6 +169,59 @@ oip_answer_grpc(oip_msg_t *m, oip_envelope_t *env, const uint8_t *body,
             return -1;
         }
     }
+
+    return 0;
+}
+
+
+/*
+ * ModelStreamInferResponse: error_message 1, infer_response 2.  A
+ * decoupled model's stream carries one a response; an error ends it.
+ * The message becomes its infer_response (absent: an empty one).
+ */
+
+static int
+oip_gres_stream(oip_ctx_t *c, oip_pbr_t *msg)
+{
+    int           rc;
+    oip_pbr_t     r;
+    oip_pbf_t     f, error, inner;
+    oip_reason_e  reason;
+
+    r = *msg;
+
+    memset(&error, 0, sizeof(oip_pbf_t));
+    memset(&inner, 0, sizeof(oip_pbf_t));
+
+    while ((rc = oip_pbr_next(&r, &f)) == 1) {
+        if (f.type != OIP_PB_LEN) {
+            continue;
+        }
+
+        if (f.field == 1) {
+            error = f;
+
+        } else if (f.field == 2) {
+            inner = f;
+        }
+    }
+
+    if (rc < 0) {
+        return oip_fail(c, 502, OIP_REASON_OTHER, "the gRPC answer is not a "
+                        "ModelStreamInferResponse");
+    }
+
+    if (error.len) {
+        reason = oip_error_words(error.data, error.len);
+
+        return oip_fail(c, 502, reason ? reason : OIP_REASON_OTHER, "the "
+                        "runtime's stream ends with an error: %.*s",
+                        (int) oip_utf8_cut(error.data, error.len, 160),
+                        error.data);
+    }
+
+    msg->p = inner.data;
+    msg->end = inner.data ? inner.data + inner.len : NULL;
 
     return 0;
 }

@@ -76,7 +76,7 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     if (rc == 0 && f->protobuf) {
         /* no JSON to edit: its items, read from protobuf, are written */
 
-        rc = oip_answer_grpc(&rs.m, &env, body, len);
+        rc = oip_answer_grpc(&rs.m, &env, body, len, f->stream);
 
         if (rc == 0) {
             oip_response_stats(&rs);

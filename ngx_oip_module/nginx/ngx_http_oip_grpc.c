@@ -408,6 +408,7 @@ ngx_http_oip_grpc_rest(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         framing->encoding = OIP_ENC_NONE;
         framing->carrier = OIP_CARRIER_HEADER;
         framing->protobuf = 1;
+        framing->stream = 0;
 
         return NGX_OK;
     }

@@ -66,6 +66,10 @@ typedef struct {
 static ngx_int_t ngx_http_oip_metrics_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 static ngx_int_t ngx_http_oip_metrics_handler(ngx_http_request_t *r);
+static u_char *ngx_http_oip_metrics_write(u_char *p,
+    ngx_http_oip_mzone_t *z);
+static u_char *ngx_http_oip_metrics_histogram(u_char *p,
+    ngx_http_oip_mslot_t *s);
 static ngx_http_oip_mslot_t *ngx_http_oip_metrics_slot(
     ngx_http_oip_mzone_t *z, ngx_str_t *model, ngx_uint_t earned);
 static void ngx_http_oip_metrics_observe(ngx_http_oip_mcount_t *c,
@@ -497,13 +501,10 @@ static ngx_int_t
 ngx_http_oip_metrics_handler(ngx_http_request_t *r)
 {
     size_t                     size;
-    u_char                    *p;
     ngx_int_t                  rc;
     ngx_buf_t                 *b;
-    ngx_uint_t                 i, n, o, k, d;
+    ngx_uint_t                 n;
     ngx_chain_t                out;
-    ngx_atomic_uint_t          v, cum;
-    ngx_http_oip_mslot_t      *s;
     ngx_http_oip_mzone_t      *z;
     ngx_http_oip_main_conf_t  *omcf;
 
@@ -538,7 +539,37 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    p = b->last;
+    b->last = ngx_http_oip_metrics_write(b->last, z);
+    b->last_buf = (r == r->main);
+    b->last_in_chain = 1;
+
+    r->headers_out.status = NGX_HTTP_OK;
+    r->headers_out.content_length_n = b->last - b->pos;
+    ngx_http_oip_content_type(r, "text/plain; version=0.0.4");
+
+    rc = ngx_http_send_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    out.buf = b;
+    out.next = NULL;
+
+    return ngx_http_output_filter(r, &out);
+}
+
+
+/* the exposition: each family's samples, every model's */
+
+static u_char *
+ngx_http_oip_metrics_write(u_char *p, ngx_http_oip_mzone_t *z)
+{
+    ngx_uint_t             i, n, o, k, d;
+    ngx_atomic_uint_t      v;
+    ngx_http_oip_mslot_t  *s;
+
+    n = z->sh->nslots;
 
 #define ngx_http_oip_head(name, type, help)                                   \
     p = ngx_cpymem(p, "# HELP " name " " help "\n# TYPE " name " " type "\n", \
@@ -618,44 +649,7 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
                       "Time the module spent on a request and its answer.");
 
     for (i = 0; i < n; i++) {
-        s = &z->sh->slot[i];
-
-        for (d = 0; d < 2; d++) {
-            cum = 0;
-
-            for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
-                cum += s->c.hist[d][k];
-            }
-
-            if (cum == 0) {
-                continue;
-            }
-
-            cum = 0;
-
-            for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
-                cum += s->c.hist[d][k];
-
-                p = ngx_http_oip_metrics_start(p,
-                                           "oip_conversion_seconds_bucket", s);
-                p = ngx_sprintf(p, "\",direction=\"%s\",le=\"%s\"} %uA\n",
-                                d ? "response" : "request",
-                                k < NGX_HTTP_OIP_M_BUCKETS - 1
-                                ? ngx_http_oip_m_le[k] : "+Inf", cum);
-            }
-
-            v = s->c.hist_usec[d];
-
-            p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_sum", s);
-            p = ngx_sprintf(p, "\",direction=\"%s\"} %uA.%06uA\n",
-                            d ? "response" : "request", v / 1000000,
-                            v % 1000000);
-
-            p = ngx_http_oip_metrics_start(p,
-                                            "oip_conversion_seconds_count", s);
-            p = ngx_sprintf(p, "\",direction=\"%s\"} %uA\n",
-                            d ? "response" : "request", cum);
-        }
+        p = ngx_http_oip_metrics_histogram(p, &z->sh->slot[i]);
     }
 
     ngx_http_oip_head("oip_upstream_answers_total", "counter",
@@ -711,24 +705,55 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
 
 #undef ngx_http_oip_head
 
-    b->last = p;
-    b->last_buf = (r == r->main);
-    b->last_in_chain = 1;
+    return p;
+}
 
-    r->headers_out.status = NGX_HTTP_OK;
-    r->headers_out.content_length_n = b->last - b->pos;
-    ngx_http_oip_content_type(r, "text/plain; version=0.0.4");
 
-    rc = ngx_http_send_header(r);
+/* a model's oip_conversion_seconds: buckets, sum and count each way */
 
-    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
-        return rc;
+static u_char *
+ngx_http_oip_metrics_histogram(u_char *p, ngx_http_oip_mslot_t *s)
+{
+    ngx_uint_t         d, k;
+    ngx_atomic_uint_t  v, cum;
+
+    for (d = 0; d < 2; d++) {
+        cum = 0;
+
+        for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
+            cum += s->c.hist[d][k];
+        }
+
+        if (cum == 0) {
+            continue;
+        }
+
+        cum = 0;
+
+        for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
+            cum += s->c.hist[d][k];
+
+            p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_bucket",
+                                           s);
+            p = ngx_sprintf(p, "\",direction=\"%s\",le=\"%s\"} %uA\n",
+                            d ? "response" : "request",
+                            k < NGX_HTTP_OIP_M_BUCKETS - 1
+                            ? ngx_http_oip_m_le[k] : "+Inf", cum);
+        }
+
+        v = s->c.hist_usec[d];
+
+        p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_sum", s);
+        p = ngx_sprintf(p, "\",direction=\"%s\"} %uA.%06uA\n",
+                        d ? "response" : "request", v / 1000000,
+                        v % 1000000);
+
+        p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_count", s);
+        p = ngx_sprintf(p, "\",direction=\"%s\"} %uA\n",
+                        d ? "response" : "request", cum);
     }
 
-    out.buf = b;
-    out.next = NULL;
-
-    return ngx_http_output_filter(r, &out);
+    return p;
 }
 
 

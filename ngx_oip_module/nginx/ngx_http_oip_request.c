@@ -13,6 +13,10 @@
 
 
 static ngx_int_t ngx_http_oip_request_handler(ngx_http_request_t *r);
+static ngx_int_t ngx_http_oip_route(ngx_http_request_t *r,
+    ngx_http_oip_loc_conf_t *olcf);
+static ngx_int_t ngx_http_oip_subrequest(ngx_http_request_t *r,
+    const ngx_http_oip_transport_t *tr);
 static ngx_int_t ngx_http_oip_read_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static void ngx_http_oip_body_handler(ngx_http_request_t *r);
@@ -61,33 +65,14 @@ ngx_http_oip_request_init(ngx_conf_t *cf)
 static ngx_int_t
 ngx_http_oip_request_handler(ngx_http_request_t *r)
 {
-    ngx_int_t                        rc, status;
-    ngx_http_oip_ctx_t              *ctx;
-    ngx_http_oip_route_t             rt;
-    ngx_http_oip_loc_conf_t         *olcf;
-    const ngx_http_oip_transport_t  *tr;
+    ngx_int_t                 rc, status;
+    ngx_http_oip_ctx_t       *ctx;
+    ngx_http_oip_loc_conf_t  *olcf;
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
-    tr = olcf->transport;
 
     if (r != r->main) {
-        /* the signature's metadata fetch, when it is a call too */
-
-        ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
-
-        if (ctx == NULL || !ctx->req.sub || !tr->subrequests
-            || ctx->req.phase == NGX_HTTP_OIP_PHASE_PASSED)
-        {
-            return NGX_DECLINED;
-        }
-
-        ctx->req.transport = tr;
-
-        status = ngx_http_oip_rpc(r, ctx);
-        ctx->req.phase = NGX_HTTP_OIP_PHASE_PASSED;
-
-        return (status == NGX_DECLINED) ? status
-                                        : NGX_HTTP_INTERNAL_SERVER_ERROR;
+        return ngx_http_oip_subrequest(r, olcf->transport);
     }
 
     if (!olcf->enable) {
@@ -97,47 +82,13 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
     ctx = ngx_http_oip_get_ctx(r);
 
     if (ctx == NULL) {
-        rc = tr->route(r, &rt);
-
-        if (rc == NGX_HTTP_NOT_ALLOWED) {
-            return ngx_http_oip_send_error(r, rc, &tr->not_allowed);
-        }
-
-        if (rc == NGX_HTTP_NOT_FOUND) {
-            rc = ngx_http_oip_alias(r);
-
-            if (rc != NGX_DECLINED) {
-                return rc;
-            }
-
-            if (!tr->passes) {
-                return ngx_http_oip_send_error(r, NGX_HTTP_NOT_FOUND,
-                                               &tr->not_found);
-            }
-        }
+        rc = ngx_http_oip_route(r, olcf);
 
         if (rc != NGX_OK) {
-            ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                           "oip: not an infer request, passed on");
-            return NGX_DECLINED;
+            return rc;
         }
 
-        ctx = ngx_http_oip_create_ctx(r);
-        if (ctx == NULL) {
-            return NGX_HTTP_INTERNAL_SERVER_ERROR;
-        }
-
-        ctx->model = rt.model;
-        ctx->version = rt.version;
-        ctx->req.rpc = rt.rpc;
-
-        if (olcf->sig_zone == NULL || rt.rpc != OIP_RPC_MODEL_INFER) {
-            return ngx_http_oip_read_body(r, ctx);
-        }
-
-        /* the signature first: an unknown model costs no body read */
-
-        ctx->req.phase = NGX_HTTP_OIP_PHASE_SIGNATURE;
+        ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
     }
 
     if (ctx->req.phase == NGX_HTTP_OIP_PHASE_SIGNATURE
@@ -183,7 +134,7 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
                        ? "still reading the body" : "body handled, passed on");
 
         return (ctx->req.phase == NGX_HTTP_OIP_PHASE_READ) ? NGX_DONE
-                                                       : NGX_DECLINED;
+                                                           : NGX_DECLINED;
     }
 
     /*
@@ -198,6 +149,97 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
                    "oip: request refused with %i", status);
 
     return ngx_http_oip_send_error(r, status, &ctx->error);
+}
+
+
+/*
+ * Which call a request is, as the location's transport routes it: its
+ * context made and its first phase begun (NGX_OK: on to the signature),
+ * or what the handler returns (passed on, refused, the body being read).
+ */
+
+static ngx_int_t
+ngx_http_oip_route(ngx_http_request_t *r, ngx_http_oip_loc_conf_t *olcf)
+{
+    ngx_int_t                        rc;
+    ngx_http_oip_ctx_t              *ctx;
+    ngx_http_oip_route_t             rt;
+    const ngx_http_oip_transport_t  *tr;
+
+    tr = olcf->transport;
+
+    rc = tr->route(r, &rt);
+
+    if (rc == NGX_HTTP_NOT_ALLOWED) {
+        return ngx_http_oip_send_error(r, rc, &tr->not_allowed);
+    }
+
+    if (rc == NGX_HTTP_NOT_FOUND) {
+        rc = ngx_http_oip_alias(r);
+
+        if (rc != NGX_DECLINED) {
+            return rc;
+        }
+
+        if (!tr->passes) {
+            return ngx_http_oip_send_error(r, NGX_HTTP_NOT_FOUND,
+                                           &tr->not_found);
+        }
+    }
+
+    if (rc != NGX_OK) {
+        ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "oip: not an infer request, passed on");
+        return NGX_DECLINED;
+    }
+
+    ctx = ngx_http_oip_create_ctx(r);
+    if (ctx == NULL) {
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    }
+
+    ctx->model = rt.model;
+    ctx->version = rt.version;
+    ctx->req.rpc = rt.rpc;
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: %s transport, model \"%V\"", tr->name, &ctx->model);
+
+    if (olcf->sig_zone == NULL || rt.rpc != OIP_RPC_MODEL_INFER) {
+        return ngx_http_oip_read_body(r, ctx);
+    }
+
+    /* the signature first: an unknown model costs no body read */
+
+    ctx->req.phase = NGX_HTTP_OIP_PHASE_SIGNATURE;
+
+    return NGX_OK;
+}
+
+
+/* a signature's metadata fetch, when its location makes it a call too */
+
+static ngx_int_t
+ngx_http_oip_subrequest(ngx_http_request_t *r,
+    const ngx_http_oip_transport_t *tr)
+{
+    ngx_int_t            rc;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_oip_module);
+
+    if (ctx == NULL || !ctx->req.sub || !tr->subrequests
+        || ctx->req.phase == NGX_HTTP_OIP_PHASE_PASSED)
+    {
+        return NGX_DECLINED;
+    }
+
+    ctx->req.transport = tr;
+
+    rc = ngx_http_oip_rpc(r, ctx);
+    ctx->req.phase = NGX_HTTP_OIP_PHASE_PASSED;
+
+    return (rc == NGX_DECLINED) ? rc : NGX_HTTP_INTERNAL_SERVER_ERROR;
 }
 
 

@@ -423,7 +423,7 @@ ours_j2b(set_t *s)
 
     oip_request_process(&req, &alloc, &opt,
                         &(oip_framing_t) { -1, OIP_ENC_NONE,
-                                           OIP_CARRIER_HEADER, 0 },
+                                           OIP_CARRIER_HEADER, 0, 0 },
                         s->json,
                         s->jlen);
     sink += req.body_len;
@@ -444,7 +444,7 @@ ours_b2j(set_t *s)
 
     oip_request_process(&req, &alloc, &opt,
                         &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE,
-                                           OIP_CARRIER_HEADER, 0 },
+                                           OIP_CARRIER_HEADER, 0, 0 },
                         s->bin, s->blen);
     sink += req.body_len;
     pool_reset(&pool);
@@ -464,7 +464,7 @@ ours_validate(set_t *s)
 
     oip_request_process(&req, &alloc, &opt,
                         &(oip_framing_t) { (int64_t) s->hlen, OIP_ENC_NONE,
-                                           OIP_CARRIER_HEADER, 0 },
+                                           OIP_CARRIER_HEADER, 0, 0 },
                         s->bin, s->blen);
     sink += req.body_len;
     pool_reset(&pool);

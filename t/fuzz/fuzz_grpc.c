@@ -20,7 +20,8 @@
  *          bit 7: the client wants binary outputs (answers)
  *   c[1]   which allocation fails
  *   c[2]   oip_grpc_max_message: 64 * c[2], 0 for 64 MB (requests)
- *   c[3]   IHCL: 0 none, else c[3] - 1 if within the body (requests)
+ *   c[3]   IHCL: 0 none, else c[3] - 1 if within the body (requests);
+ *          bit 0: a ModelStreamInferResponse (answers)
  */
 
 
@@ -116,7 +117,8 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
 
     oip_response_process(&resp, alloc, &opt, &wish,
                          &(oip_framing_t) { -1, OIP_ENC_NONE,
-                                            OIP_CARRIER_HEADER, 1 },
+                                            OIP_CARRIER_HEADER, 1,
+                                            c[3] & 1 },
                          p, len);
 
 #ifdef FZ_DEBUG
@@ -144,7 +146,7 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
                          &(oip_framing_t) { resp.binary
                                             ? (int64_t) resp.header_len : -1,
                                             OIP_ENC_NONE,
-                                            OIP_CARRIER_HEADER, 0 },
+                                            OIP_CARRIER_HEADER, 0, 0 },
                          rest, resp.body_len);
 
     fz_assert(again.status == 0 || (again.status == 500 && arena->failed),
@@ -186,6 +188,7 @@ fz_grpc_request(const u_char *c, const u_char *p, size_t len, arena_t *arena,
     framing.encoding = OIP_ENC_NONE;
     framing.carrier = OIP_CARRIER_HEADER;
     framing.protobuf = 0;
+    framing.stream = 0;
 
     oip_request_process(&call, alloc, &opt, &framing, p, len);
 

@@ -259,7 +259,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     oip_request_process(&req, &alloc, &opt,
-                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER, 0 },
+                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER, 0, 0 },
                         body, len);
 
 
@@ -361,7 +361,7 @@ fz_digest_same(const oip_result_t *req, oip_options_t *opt,
     opt->digest = NULL;
 
     oip_request_process(&plain, &alloc, opt,
-                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER, 0 },
+                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER, 0, 0 },
                         body, len);
 
     fz_assert(plain.status == req->status, "a digest changed the verdict");
@@ -722,7 +722,7 @@ fz_request_refeed(const oip_result_t *req, const oip_options_t *opt)
 
     oip_request_process(&again, &alloc, &o,
                         &(oip_framing_t) { ihcl, OIP_ENC_NONE,
-                                           OIP_CARRIER_HEADER, 0 },
+                                           OIP_CARRIER_HEADER, 0, 0 },
                         out,
                         req->body_len);
 

@@ -148,7 +148,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     oip_response_process(&resp, &alloc, &opt, &wish,
                          &(oip_framing_t) { ihcl, OIP_ENC_NONE,
-                                            OIP_CARRIER_HEADER, 0 },
+                                            OIP_CARRIER_HEADER, 0, 0 },
                          p, len);
 
 
@@ -253,7 +253,7 @@ fz_response_refeed(const oip_result_t *resp, const oip_options_t *opt,
 
     oip_response_process(&again, &alloc, &o, wish,
                          &(oip_framing_t) { ihcl, OIP_ENC_NONE,
-                                            OIP_CARRIER_HEADER, 0 },
+                                            OIP_CARRIER_HEADER, 0, 0 },
                          out,
                          resp->body_len);
 

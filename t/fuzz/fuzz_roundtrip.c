@@ -263,7 +263,7 @@ fz_request(fz_run_t *r, oip_form_e inputs, const u_char *body, size_t len,
 
     oip_request_process(&req, &r->alloc, &o,
                         &(oip_framing_t) { ihcl, OIP_ENC_NONE,
-                                           OIP_CARRIER_HEADER, 0 },
+                                           OIP_CARRIER_HEADER, 0, 0 },
                         body, len);
 
     fz_error_check(req.status, req.error, req.reason);
@@ -299,7 +299,7 @@ fz_response(fz_run_t *r, int binary, const u_char *body, size_t len,
 
     oip_response_process(&resp, &r->alloc, &fz_opts, &w,
                          &(oip_framing_t) { ihcl, OIP_ENC_NONE,
-                                            OIP_CARRIER_HEADER, 0 },
+                                            OIP_CARRIER_HEADER, 0, 0 },
                          body, len);
 
     fz_error_check(resp.status, resp.error, resp.reason);
@@ -535,7 +535,7 @@ fz_numbers(int dt, const u_char *p, const u_char *end)
 
     oip_request_process(&req, &r.alloc, &o,
                         &(oip_framing_t) { -1, OIP_ENC_NONE,
-                                           OIP_CARRIER_HEADER, 0 },
+                                           OIP_CARRIER_HEADER, 0, 0 },
                         json,
                         q - json);
 

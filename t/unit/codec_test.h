@@ -107,7 +107,7 @@ run_opts(run_t *r, const oip_options_t *opt, const char *json, size_t jlen,
     }
 
     oip_request_process(&r->req, &r->alloc, opt,
-                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER, 0 },
+                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER, 0, 0 },
                         r->body,
                         jlen + blen);
 
@@ -184,7 +184,7 @@ respond(rrun_t *r, const oip_wish_t *w, const char *json, const u_char *bin,
 
     oip_response_process(&r->resp, &r->alloc, &opts, w,
                          &(oip_framing_t) { ihcl, OIP_ENC_NONE,
-                                            OIP_CARRIER_HEADER, 0 },
+                                            OIP_CARRIER_HEADER, 0, 0 },
                          r->body,
                          jlen + blen);
 

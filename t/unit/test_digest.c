@@ -393,7 +393,7 @@ test_alloc_failures(void)
 
         st = oip_request_process(&r.req, &r.alloc, &o,
                                  &(oip_framing_t) { -1, OIP_ENC_NONE,
-                                                    OIP_CARRIER_HEADER, 0 },
+                                                    OIP_CARRIER_HEADER, 0, 0 },
                                  (const u_char *) JSON_FLAT,
                                  strlen(JSON_FLAT));
 

@@ -417,6 +417,7 @@ from_grpc(case_t *c, file_t *answer, file_t *client, char *why,
         f.encoding = OIP_ENC_NONE;
         f.carrier = OIP_CARRIER_HEADER;
         f.protobuf = 1;
+        f.stream = 0;
 
         st = oip_response_process(&res, &alloc, &c->opt, &req.wish, &f,
                                   framed, answer->len + 5);

@@ -262,7 +262,7 @@ from_grpc(const char *hexmsg, char *json, u_char *data, size_t *dlen)
 
     if (oip_response_process(&res, &alloc, &o, &wish,
                              &(oip_framing_t) { -1, OIP_ENC_NONE,
-                                                OIP_CARRIER_HEADER, 1 },
+                                                OIP_CARRIER_HEADER, 1, 0 },
                              body, n)
         != 0)
     {
@@ -404,6 +404,10 @@ test_response(void)
  * and whether it was reshaped.
  */
 
+/* the answers below are ModelStreamInferResponses when it is set */
+static unsigned  stream_answers;
+
+
 static void
 answer_for(const char *hexmsg, const oip_wish_t *w, const char *id,
     const char *want, int reshaped, const char *what)
@@ -427,11 +431,13 @@ answer_for(const char *hexmsg, const oip_wish_t *w, const char *id,
 
     if (oip_response_process(&res, &alloc, &o, w,
                              &(oip_framing_t) { -1, OIP_ENC_NONE,
-                                                OIP_CARRIER_HEADER, 1 },
+                                                OIP_CARRIER_HEADER, 1,
+                                                stream_answers },
                              msg, n)
         != 0)
     {
-        snprintf(got, sizeof(got), "%d %s", res.status, res.error);
+        snprintf(got, sizeof(got), "%d %s (%d)", res.status, res.error,
+                 (int) res.reason);
 
     } else {
         all = flatten(res.segs, res.nsegs, res.body_len, &len);
@@ -530,19 +536,53 @@ test_answer_forms(void)
 
     answer_for("00 00000011 2a 0f 0a 00 12 04 46503332 1a 01 00 2a 02 12 00",
                &w, NULL, "502 upstream answer: outputs[0]: 'name' must not "
-               "be empty", 0, "an output without a name");
+               "be empty (7)", 0, "an output without a name");
     answer_for("00 00000017 2a 15 0a 01 4f 12 04 46503332"
                " 1a 0a ffffffffffffffffff01", &w, NULL,
                "502 upstream answer: output 'O': shape dimension -1 is not "
-               "an integer from 0 to 2^63-1", 0, "a negative dimension");
+               "an integer from 0 to 2^63-1 (2)", 0, "a negative dimension");
     answer_for("00 00000020 2a 0c " OUT_FP32 " 2a 0c " OUT_FP32
                " 32 00 32 00", &w, NULL,
-               "502 upstream answer: output name \"O\" appears twice", 0,
+               "502 upstream answer: output name \"O\" appears twice (7)", 0,
                "an output named twice");
     answer_for("00 00000011 2a 0c " OUT_FP32 " 32 01 00", &w, NULL,
                "502 upstream answer: output 'O': binary_data_size is 1, but "
-               "2 elements of FP32 need 8", 0, "bytes that do not fit the "
+               "2 elements of FP32 need 8 (2)", 0, "bytes that do not fit the "
                "shape");
+
+    /*
+     * A decoupled model's stream: each ModelStreamInferResponse is its
+     * infer_response (field 2), written as the same answer; its
+     * error_message (field 1) ends the stream, its words read.
+     */
+
+    stream_answers = 1;
+    w.listed = 0;
+    w.binary = 0;
+
+    answer_for("00 00000044 12 42 0a 01 6d 12 01 31 1a 01 78"
+               " 2a 15 " OUT_FP32 " 22 07 0a 01 6b 12 02 10 07"
+               " 2a 0f 0a 01 42 12 05 4259544553 1a 01 01 22 00"
+               " 32 08 0000803f 00000040 32 05 01000000 61", &w, NULL,
+               "{\"model_name\":\"m\",\"model_version\":\"1\",\"id\":\"x\","
+               "\"outputs\":[{\"name\":\"O\",\"datatype\":\"FP32\","
+               "\"shape\":[2],\"parameters\":{\"k\":7},\"data\":[1.0,2.0]},"
+               "{\"name\":\"B\",\"datatype\":\"BYTES\",\"shape\":[1],"
+               "\"data\":[\"a\"]}]}", 1,
+               "a stream's response: its infer_response, as an answer");
+    answer_for("00 0000001c 0a 1a 45786365656473206d6178696d756d2071756575"
+               "652073697a65", &w, NULL,
+               "502 upstream answer: the runtime's stream ends with an "
+               "error: Exceeds maximum queue size (9)", 0,
+               "a stream's error_message: a refusal, its words read");
+    answer_for("00 00000000", &w, NULL,
+               "{\"model_name\":\"\",\"model_version\":\"\",\"outputs\":[]}",
+               0, "a stream's empty response: an answer without outputs");
+    answer_for("00 00000002 12 05", &w, NULL,
+               "502 upstream answer: the gRPC answer is not a "
+               "ModelStreamInferResponse (7)", 0, "a broken stream response");
+
+    stream_answers = 0;
 }
 
 

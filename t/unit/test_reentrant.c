@@ -206,6 +206,7 @@ codec(oip_result_t *res, buf_t *out, const oip_options_t *opt,
     f.encoding = enc;
     f.carrier = OIP_CARRIER_HEADER;
     f.protobuf = 0;
+    f.stream = 0;
 
     st = w ? oip_response_process(res, &alloc, opt, w, &f, body, len)
            : oip_request_process(res, &alloc, opt, &f, body, len);

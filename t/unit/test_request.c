@@ -833,7 +833,7 @@ test_alloc_failures(void)
 
         st = oip_request_process(&r.req, &r.alloc, &o,
                                  &(oip_framing_t) { -1, OIP_ENC_NONE,
-                                                    OIP_CARRIER_HEADER, 0 },
+                                                    OIP_CARRIER_HEADER, 0, 0 },
                                  (u_char *) j, strlen(j));
 
         /* a refused allocation is a 500, and only that is */
