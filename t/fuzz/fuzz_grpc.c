@@ -6,10 +6,10 @@
  * oip_envelope.c) on any bytes.  Answers: oip_grpc_answer() on any
  * upstream message of the other calls; an infer answer through
  * oip_response_process() (f.protobuf), read into items and written as
- * REST, which the REST pipeline must then read as it is.  Requests: a body through
- * oip_request_process() with opt.grpc (inputs binary), which writes the
- * ModelInferRequest from its items: its frame prefix must say its
- * length.
+ * REST, which the REST pipeline must then read as it is.  Requests: a
+ * body through oip_request_process() with opt.grpc (inputs binary),
+ * which writes the ModelInferRequest from its items: its frame prefix
+ * must say its length.
  *
  * The input: a config of FZ_GRPC_CONFIG bytes, then the body.
  *

@@ -259,7 +259,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     oip_request_process(&req, &alloc, &opt,
-                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER, 0, 0 },
+                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER,
+                                           0, 0 },
                         body, len);
 
 
@@ -361,7 +362,8 @@ fz_digest_same(const oip_result_t *req, oip_options_t *opt,
     opt->digest = NULL;
 
     oip_request_process(&plain, &alloc, opt,
-                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER, 0, 0 },
+                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER,
+                                           0, 0 },
                         body, len);
 
     fz_assert(plain.status == req->status, "a digest changed the verdict");

@@ -107,7 +107,8 @@ run_opts(run_t *r, const oip_options_t *opt, const char *json, size_t jlen,
     }
 
     oip_request_process(&r->req, &r->alloc, opt,
-                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER, 0, 0 },
+                        &(oip_framing_t) { ihcl, enc, OIP_CARRIER_HEADER,
+                                           0, 0 },
                         r->body,
                         jlen + blen);
 

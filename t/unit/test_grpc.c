@@ -468,7 +468,11 @@ answer_for(const char *hexmsg, const oip_wish_t *w, const char *id,
 
 /* a JSON answer from items: "data" where the REST pipeline puts it */
 
-#define TWO_OUTS                                                                  "00 00000042 0a 01 6d 12 01 31 1a 01 78"                                      " 2a 15 " OUT_FP32 " 22 07 0a 01 6b 12 02 10 07"                              " 2a 0f 0a 01 42 12 05 4259544553 1a 01 01 22 00"                             " 32 08 0000803f 00000040 32 05 01000000 61"
+#define TWO_OUTS                                                              \
+    "00 00000042 0a 01 6d 12 01 31 1a 01 78"                                  \
+    " 2a 15 " OUT_FP32 " 22 07 0a 01 6b 12 02 10 07"                          \
+    " 2a 0f 0a 01 42 12 05 4259544553 1a 01 01 22 00"                         \
+    " 32 08 0000803f 00000040 32 05 01000000 61"
 
 static void
 test_answer_forms(void)
