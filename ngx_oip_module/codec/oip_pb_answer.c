@@ -220,8 +220,10 @@ oip_gres_stream(oip_ctx_t *c, oip_pbr_t *msg)
                         error.data);
     }
 
-    msg->p = inner.data;
-    msg->end = inner.data ? inner.data + inner.len : NULL;
+    /* an absent infer_response is an empty one, read as no fields */
+
+    msg->p = inner.data ? inner.data : (const uint8_t *) "";
+    msg->end = msg->p + inner.len;
 
     return 0;
 }
