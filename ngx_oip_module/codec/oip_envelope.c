@@ -113,32 +113,10 @@ oip_envelope_write(oip_msg_t *m, const oip_envelope_t *env,
                         m->opt->max_json_size);
     }
 
-    /* the chunks are bounded by the tensor limit, not the JSON's */
-
-    o.limit = 0;
-    res->header_len = o.total;
-
-    for (i = 0; i < m->nitems; i++) {
-        it = &m->items[i];
-
-        if (it->act == OIP_ACT_JSON || it->act == OIP_ACT_DROP) {
-            continue;
-        }
-
-        res->binary = 1;
-
-        if (oip_out_ref(&o, it->bin, it->bds_size) != 0) {
-            return -1;
-        }
-    }
-
-    if (oip_out_cut(&o) != 0) {
+    if (oip_msg_chunks(m, &o, res) != 0) {
         return -1;
     }
 
-    res->segs = o.segs;
-    res->nsegs = o.nsegs;
-    res->body_len = o.total;
     res->rewritten = 1;
 
     return 0;

@@ -634,9 +634,9 @@ oip_item_settle(oip_msg_t *m, oip_item_t *it)
 static int
 oip_item_shape(oip_msg_t *m, oip_item_t *it)
 {
-    int          rc, zero, over;
+    int          rc;
     size_t       cap;
-    uint64_t     dim, prod, *shape, *dims;
+    uint64_t     dim, *shape, *dims;
     oip_arr_t    a;
     oip_num_t    n;
     oip_json_t   sub;
@@ -655,9 +655,6 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
 
     shape = NULL;
     cap = 0;
-    prod = 1;
-    zero = 0;
-    over = 0;
 
     while ((rc = oip_json_element(&sub, &a)) == 1) {
 
@@ -691,16 +688,6 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
         }
 
         shape[a.n - 1] = dim;
-
-        if (dim == 0) {
-            zero = 1;
-
-        } else if (prod > (uint64_t) INT64_MAX / dim) {
-            over = 1;
-
-        } else {
-            prod *= dim;
-        }
     }
 
     if (rc < 0) {
@@ -710,13 +697,11 @@ oip_item_shape(oip_msg_t *m, oip_item_t *it)
     it->t.shape = shape;
     it->t.rank = a.n;
 
-    if (over && !zero) {
+    if (oip_shape_count(shape, a.n, &it->t.count) != 0) {
         return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%s '%.*s': the product "
                         "of its shape overflows 2^63-1", m->kind->what,
                         oip_item_name(it));
     }
-
-    it->t.count = zero ? 0 : prod;
 
     return 0;
 
@@ -1229,18 +1214,15 @@ oip_edit_cmp(const void *a, const void *b)
 
 /*
  * The new message as segments: the JSON with the edits spliced in, then
- * the chunks of the tensors that are binary now, converted or as they
- * came; and the lengths its headers give.
+ * the chunks (oip_msg_chunks()).
  */
 
 static int
 oip_msg_build(oip_msg_t *m, oip_result_t *res)
 {
-    size_t          i, s;
+    size_t          i;
     oip_out_t       o;
-    oip_seg_t      *segs;
     oip_edit_t     *e;
-    oip_item_t     *it;
     const uint8_t  *pos;
 
     /*
@@ -1300,10 +1282,27 @@ oip_msg_build(oip_msg_t *m, oip_result_t *res)
         return -1;
     }
 
+    return oip_msg_chunks(m, &o, res);
+}
+
+
+/*
+ * After the JSON the writer holds: the chunks of the tensors that are
+ * binary now, converted or as they came, referenced; and the lengths
+ * the headers give.
+ */
+
+int
+oip_msg_chunks(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
+{
+    size_t       i, s;
+    oip_seg_t   *segs;
+    oip_item_t  *it;
+
     /* the limit is on JSON: the chunks are bounded by the tensor limit */
 
-    o.limit = 0;
-    res->header_len = o.total;
+    o->limit = 0;
+    res->header_len = o->total;
 
     for (i = 0; i < m->nitems; i++) {
         it = &m->items[i];
@@ -1314,7 +1313,7 @@ oip_msg_build(oip_msg_t *m, oip_result_t *res)
             segs = it->chunk ? it->chunk : &it->one;
 
             for (s = 0; s < it->nchunk; s++) {
-                if (oip_out_ref(&o, segs[s].data, segs[s].len) != 0) {
+                if (oip_out_ref(o, segs[s].data, segs[s].len) != 0) {
                     return -1;
                 }
             }
@@ -1324,19 +1323,19 @@ oip_msg_build(oip_msg_t *m, oip_result_t *res)
         {
             res->binary = 1;
 
-            if (oip_out_ref(&o, it->bin, it->bds_size) != 0) {
+            if (oip_out_ref(o, it->bin, it->bds_size) != 0) {
                 return -1;
             }
         }
     }
 
-    if (oip_out_cut(&o) != 0) {
+    if (oip_out_cut(o) != 0) {
         return -1;
     }
 
-    res->segs = o.segs;
-    res->nsegs = o.nsegs;
-    res->body_len = o.total;
+    res->segs = o->segs;
+    res->nsegs = o->nsegs;
+    res->body_len = o->total;
 
     return 0;
 }

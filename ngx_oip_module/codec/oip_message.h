@@ -238,6 +238,7 @@ void oip_msg_done(oip_msg_t *m);
 int oip_msg_tensors(oip_msg_t *m);
 int oip_msg_names(oip_msg_t *m);
 int oip_msg_chunk(oip_msg_t *m, oip_item_t *it, size_t rest);
+int oip_msg_chunks(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
 oip_item_t *oip_msg_item_add(oip_msg_t *m);
 
 /*

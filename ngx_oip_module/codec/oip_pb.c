@@ -252,27 +252,26 @@ oip_grpc_unframe(oip_ctx_t *c, const uint8_t *body, size_t len,
 
 
 /*
- * A repeated int64 field (a shape) as a JSON array: packed, or one field
- * a dimension, or both, as protobuf parsers must take it.
+ * A repeated int64 field (a shape), packed, or one field a dimension, or
+ * both, as protobuf parsers must take it: *dims from the allocator (NULL
+ * when there is none).  Returns 0, or -1 (502 for a broken field).
  */
 
 int
-oip_gres_shape(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
-    unsigned field)
+oip_pbr_shape(oip_ctx_t *c, const uint8_t *msg, size_t len, unsigned field,
+    uint64_t **dims, size_t *n)
 {
-    int        nd;
-    uint8_t    num[24];
-    uint64_t   v;
+    size_t     cap;
+    uint64_t   v, *d;
     oip_pbr_t  r, s;
     oip_pbf_t  f;
 
     r.p = msg;
     r.end = msg + len;
-    nd = 0;
 
-    if (oip_out_write(o, "[", 1) != 0) {
-        return -1;
-    }
+    *dims = NULL;
+    *n = 0;
+    cap = 0;
 
     while (oip_pbr_next(&r, &f) == 1) {
         if (f.field != field) {
@@ -291,13 +290,16 @@ oip_gres_shape(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
                                 "a broken shape");
             }
 
-            if ((nd++ && oip_out_write(o, ",", 1) != 0)
-                || oip_out_write(o, num,
-                                 oip_print_i64(num, (int64_t) v) - num)
-                   != 0)
-            {
-                return -1;
+            if (*n == cap) {
+                d = oip_grow(c, *dims, *n, &cap, sizeof(uint64_t));
+                if (d == NULL) {
+                    return -1;
+                }
+
+                *dims = d;
             }
+
+            (*dims)[(*n)++] = v;
 
             if (f.type == OIP_PB_VARINT) {
                 break;
@@ -305,7 +307,36 @@ oip_gres_shape(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
         }
     }
 
-    return oip_out_write(o, "]", 1);
+    return 0;
+}
+
+
+/* a shape as a JSON array, each dimension as int64 (-1: any) */
+
+int
+oip_gres_shape(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
+    unsigned field)
+{
+    int        rc;
+    size_t     i, n;
+    uint8_t    num[24];
+    uint64_t  *dims;
+
+    if (oip_pbr_shape(c, msg, len, field, &dims, &n) != 0) {
+        return -1;
+    }
+
+    rc = oip_out_write(o, "[", 1);
+
+    for (i = 0; rc == 0 && i < n; i++) {
+        rc = (i && oip_out_write(o, ",", 1) != 0)
+             || oip_out_write(o, num, oip_print_i64(num, (int64_t) dims[i])
+                                      - num) != 0;
+    }
+
+    oip_free(c, dims);
+
+    return (rc == 0) ? oip_out_write(o, "]", 1) : -1;
 }
 
 

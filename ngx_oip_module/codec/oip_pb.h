@@ -72,6 +72,8 @@ int oip_pbr_varint(oip_pbr_t *r, uint64_t *v);
 int oip_pbr_next(oip_pbr_t *r, oip_pbf_t *f);
 int oip_grpc_unframe(oip_ctx_t *c, const uint8_t *body, size_t len,
     oip_pbr_t *r);
+int oip_pbr_shape(oip_ctx_t *c, const uint8_t *msg, size_t len,
+    unsigned field, uint64_t **dims, size_t *n);
 int oip_gres_shape(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg,
     size_t len, unsigned field);
 int oip_gres_text(oip_out_t *o, const uint8_t *s, size_t len);

@@ -556,87 +556,33 @@ oip_gres_name(oip_msg_t *m, oip_item_t *it, const oip_pbf_t *f,
 static int
 oip_gres_dims(oip_msg_t *m, oip_item_t *it, const uint8_t *msg, size_t len)
 {
-    int         zero, over;
-    size_t      n, cap;
-    uint64_t    v, prod, *shape, *dims;
-    oip_pbr_t   r, s;
-    oip_pbf_t   f;
+    size_t     i, n;
+    uint64_t  *dims;
 
-    r.p = msg;
-    r.end = msg + len;
+    if (oip_pbr_shape(&m->c, msg, len, 3, &dims, &n) != 0) {
+        return -1;
+    }
 
-    shape = NULL;
-    n = 0;
-    cap = 0;
-    prod = 1;
-    zero = 0;
-    over = 0;
+    it->t.shape = dims;
+    it->t.rank = n;
 
-    while (oip_pbr_next(&r, &f) == 1) {
-        if (f.field != 3) {
-            continue;
-        }
-
-        s.p = f.data;
-        s.end = f.data ? f.data + f.len : NULL;
-
-        while (f.type == OIP_PB_VARINT || s.p < s.end) {
-            if (f.type == OIP_PB_VARINT) {
-                v = f.v;
-
-            } else if (f.type != OIP_PB_LEN || oip_pbr_varint(&s, &v) != 0) {
-                return oip_fail(&m->c, 502, OIP_REASON_SHAPE, "the gRPC "
-                                "answer has a broken shape");
-            }
-
-            if (v > (uint64_t) INT64_MAX) {
-                return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "output '%.*s': "
-                                "shape dimension %lld is not an integer from "
-                                "0 to 2^63-1",
-                                (int) oip_utf8_cut(it->name.data,
-                                                   it->name.len,
-                                                   OIP_NAME_MAX),
-                                it->name.data, (long long) (int64_t) v);
-            }
-
-            if (n == cap) {
-                dims = oip_grow(&m->c, shape, n, &cap, sizeof(uint64_t));
-                if (dims == NULL) {
-                    return -1;
-                }
-
-                shape = dims;
-            }
-
-            shape[n++] = v;
-
-            if (v == 0) {
-                zero = 1;
-
-            } else if (prod > (uint64_t) INT64_MAX / v) {
-                over = 1;
-
-            } else {
-                prod *= v;
-            }
-
-            if (f.type == OIP_PB_VARINT) {
-                break;
-            }
+    for (i = 0; i < n; i++) {
+        if (dims[i] > (uint64_t) INT64_MAX) {
+            return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "output '%.*s': "
+                            "shape dimension %lld is not an integer from 0 "
+                            "to 2^63-1",
+                            (int) oip_utf8_cut(it->name.data, it->name.len,
+                                               OIP_NAME_MAX),
+                            it->name.data, (long long) (int64_t) dims[i]);
         }
     }
 
-    it->t.shape = shape;
-    it->t.rank = n;
-
-    if (over && !zero) {
+    if (oip_shape_count(dims, n, &it->t.count) != 0) {
         return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "output '%.*s': the "
                         "product of its shape overflows 2^63-1",
                         (int) oip_utf8_cut(it->name.data, it->name.len,
                                            OIP_NAME_MAX), it->name.data);
     }
-
-    it->t.count = zero ? 0 : prod;
 
     return 0;
 }

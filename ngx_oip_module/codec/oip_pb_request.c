@@ -323,33 +323,15 @@ oip_greq_name(oip_greq_t *q, const oip_str_t *s, const uint8_t **name,
 static int
 oip_greq_string(oip_greq_t *q, const uint8_t **s, size_t *len)
 {
-    uint8_t    *p;
-    oip_str_t   str;
+    oip_str_t  str;
 
-    if (*q->j.p != '"') {
-        return oip_fail(q->c, 400, OIP_REASON_DATATYPE,
-                        "a string was expected");
-    }
+    /* the reader stands on a string value: the scan checked it */
 
     if (oip_json_string(&q->j, &str) != 0) {
         return -1;
     }
 
-    if (!str.escaped) {
-        *s = str.data;
-        *len = str.len;
-        return 0;
-    }
-
-    p = oip_alloc(q->c, oip_json_unescaped_len(&str) + 1);
-    if (p == NULL) {
-        return -1;
-    }
-
-    *len = oip_json_unescape(p, &str);
-    *s = p;
-
-    return 0;
+    return oip_greq_name(q, &str, s, len);
 }
 
 

@@ -134,6 +134,41 @@ oip_dtype_find(const uint8_t *s, size_t len)
 }
 
 
+/*
+ * The elements of a shape whose dimensions are each at most 2^63-1: 0
+ * when one is 0, else their product; -1 when it would be above 2^63-1.
+ */
+
+int
+oip_shape_count(const uint64_t *shape, size_t rank, uint64_t *count)
+{
+    int       over;
+    size_t    i;
+    uint64_t  prod;
+
+    prod = 1;
+    over = 0;
+
+    for (i = 0; i < rank; i++) {
+        if (shape[i] == 0) {
+            *count = 0;
+            return 0;
+        }
+
+        if (prod > (uint64_t) INT64_MAX / shape[i]) {
+            over = 1;
+
+        } else {
+            prod *= shape[i];
+        }
+    }
+
+    *count = prod;
+
+    return over ? -1 : 0;
+}
+
+
 static int
 oip_tensor_fail(oip_ctx_t *c, const oip_tensor_t *t, int status,
     oip_reason_e reason, const char *fmt, ...)

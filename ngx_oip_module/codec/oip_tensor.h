@@ -65,6 +65,7 @@ typedef struct {
 
 
 oip_dtype_e oip_dtype_find(const uint8_t *s, size_t len);
+int oip_shape_count(const uint64_t *shape, size_t rank, uint64_t *count);
 int oip_data_to_binary(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     oip_out_t *bytes);
 int oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t,

@@ -33,7 +33,6 @@ const ngx_http_oip_transport_t  ngx_http_oip_http_transport = {
     ngx_null_string,
     1,                           /* passes: other paths are the runtime's */
     1,                           /* carrier */
-    0,                           /* manage: as the request asks */
     0,                           /* subrequests: metadata is REST already */
     0                            /* any_uri */
 };

@@ -291,7 +291,6 @@ struct ngx_http_oip_transport_s {
     unsigned                  passes:1;      /* what is not a call goes on */
     unsigned                  carrier:1;     /* a carrier's media type goes
                                                 upstream */
-    unsigned                  manage:1;      /* answers always converted */
     unsigned                  subrequests:1; /* a signature's fetch is a
                                                 call too */
     unsigned                  any_uri:1;     /* the URI becomes the call's:

@@ -544,8 +544,7 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
      */
 
     if (ctx->req.carrier != OIP_CARRIER_HEADER
-        || (ctx->req.transport->carrier && olcf->carrier != OIP_CARRIER_HEADER)
-        || ctx->req.transport->manage)
+        || (ctx->req.transport->carrier && olcf->carrier != OIP_CARRIER_HEADER))
     {
         res->manage = 1;
     }

@@ -121,50 +121,34 @@ both=$(cat "$tmp/req.def" "$tmp/resp.def" "$tmp/sig.def" | sort -u \
 [ -z "$both" ]
 ok $? "the signatures' zone uses nothing of the fetch or of either path${both:+: }$(echo $both)"
 
-cache="$GLUE/ngx_http_oip_cache.o"
-defined "$cache" > "$tmp/cache.def"
-used "$cache" > "$tmp/cache.use"
-
-both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/cache.use" -)
-[ -z "$both" ]
-ok $? "the cache file uses nothing of either path${both:+: }$(echo $both)"
-
-thread="$GLUE/ngx_http_oip_thread.o"
-defined "$thread" > "$tmp/thread.def"
-used "$thread" > "$tmp/thread.use"
-
-both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/thread.use" -)
-[ -z "$both" ]
-ok $? "the thread file uses nothing of either path${both:+: }$(echo $both)"
-
-# the transports: tables the module picks, which use nothing of the
-# paths, and which the paths reach only through the location's table
-: > "$tmp/tr.def"
-for tr in http grpc; do
-    defined "$GLUE/ngx_http_oip_$tr.o" > "$tmp/$tr.def"
-    used "$GLUE/ngx_http_oip_$tr.o" > "$tmp/$tr.use"
-    cat "$tmp/$tr.def" >> "$tmp/tr.def"
-
+# a glue file that serves the paths and uses nothing of either: its
+# symbols kept in $tmp/NAME.def and .use for the checks below
+apart() {
+    local name=$1 what=$2 both
+    defined "$GLUE/ngx_http_oip_$name.o" > "$tmp/$name.def"
+    used "$GLUE/ngx_http_oip_$name.o" > "$tmp/$name.use"
     both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u \
-           | comm -12 "$tmp/$tr.use" -)
+           | comm -12 "$tmp/$name.use" -)
     [ -z "$both" ]
-    ok $? "the $tr transport uses nothing of either path${both:+: }$(echo $both)"
-done
+    ok $? "$what uses nothing of either path${both:+: }$(echo $both)"
+}
 
-sort -u -o "$tmp/tr.def" "$tmp/tr.def"
+apart cache "the cache file"
+apart thread "the thread file"
+
+# the transports: tables the module picks, which the paths reach only
+# through the location's table
+apart http "the http transport"
+apart grpc "the grpc transport"
+
+sort -u "$tmp/http.def" "$tmp/grpc.def" > "$tmp/tr.def"
 named=$(cat "$tmp/req.use" "$tmp/resp.use" | sort -u \
         | comm -12 "$tmp/tr.def" -)
 [ -z "$named" ]
 ok $? "the paths call no transport by name, only the location's table${named:+: }$(echo $named)"
 
-# the body file serves the request path and uses nothing of either
-body="$GLUE/ngx_http_oip_body.o"
-defined "$body" > "$tmp/body.def"
-used "$body" > "$tmp/body.use"
-
-both=$(cat "$tmp/req.def" "$tmp/resp.def" | sort -u | comm -12 "$tmp/body.use" -)
-[ -z "$both" ]
-ok $? "the body file uses nothing of either path${both:+: }$(echo $both)"
+# the body file serves the request path
+apart body "the body file"
 
 # what the glue files use of each other: the module and util files', the
 # cache and thread files' helpers, and for the request path the
