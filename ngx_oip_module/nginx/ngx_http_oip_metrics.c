@@ -21,6 +21,8 @@
 #define NGX_HTTP_OIP_M_PASSED     0
 #define NGX_HTTP_OIP_M_CONVERTED  1
 #define NGX_HTTP_OIP_M_REJECTED   2
+#define NGX_HTTP_OIP_M_CANCELLED  3
+#define NGX_HTTP_OIP_M_OUTCOMES   4
 
 #define NGX_HTTP_OIP_M_CODES      15        /* the list below, and "other" */
 #define NGX_HTTP_OIP_M_REASONS    NGX_HTTP_OIP_REASONS
@@ -29,15 +31,18 @@
 
 
 typedef struct {
-    ngx_atomic_t               requests[3][NGX_HTTP_OIP_M_CODES];
+    ngx_atomic_t               requests[NGX_HTTP_OIP_M_OUTCOMES]
+                                       [NGX_HTTP_OIP_M_CODES];
     ngx_atomic_t               rejections[NGX_HTTP_OIP_M_REASONS];
     ngx_atomic_t               bytes[2][2];       /* request, response;
                                                      json, binary */
-    ngx_atomic_t               hist[2][NGX_HTTP_OIP_M_BUCKETS];
-    ngx_atomic_t               hist_usec[2];      /* request, response */
+    ngx_atomic_t               hist[3][NGX_HTTP_OIP_M_BUCKETS];
+    ngx_atomic_t               hist_usec[3];      /* request, response;
+                                                     admission's queue */
     ngx_atomic_t               answers[3];        /* converted, passed,
                                                      failed */
     ngx_atomic_t               cache[NGX_HTTP_OIP_M_CACHE];
+    ngx_atomic_t               admission[NGX_HTTP_OIP_ADM_RESULTS];
 } ngx_http_oip_mcount_t;
 
 
@@ -68,8 +73,12 @@ static ngx_int_t ngx_http_oip_metrics_init_zone(ngx_shm_zone_t *shm_zone,
 static ngx_int_t ngx_http_oip_metrics_handler(ngx_http_request_t *r);
 static u_char *ngx_http_oip_metrics_write(u_char *p,
     ngx_http_oip_mzone_t *z);
+static u_char *ngx_http_oip_metrics_admission(u_char *p,
+    ngx_http_oip_mzone_t *z, ngx_array_t *zones, uint64_t *sums);
+static ngx_int_t ngx_http_oip_metrics_find(void *data, u_char *model,
+    size_t len);
 static u_char *ngx_http_oip_metrics_histogram(u_char *p,
-    ngx_http_oip_mslot_t *s);
+    ngx_http_oip_mslot_t *s, ngx_uint_t d);
 static ngx_http_oip_mslot_t *ngx_http_oip_metrics_slot(
     ngx_http_oip_mzone_t *z, ngx_str_t *model, ngx_uint_t earned);
 static void ngx_http_oip_metrics_observe(ngx_http_oip_mcount_t *c,
@@ -83,7 +92,22 @@ static ngx_uint_t  ngx_http_oip_m_codes[NGX_HTTP_OIP_M_CODES - 1] = {
 };
 
 static ngx_str_t  ngx_http_oip_m_outcomes[] = {
-    ngx_string("passed"), ngx_string("converted"), ngx_string("rejected")
+    ngx_string("passed"), ngx_string("converted"), ngx_string("rejected"),
+    ngx_string("cancelled")
+};
+
+static ngx_str_t  ngx_http_oip_m_admission[] = {
+    ngx_string("admitted"), ngx_string("queued"), ngx_string("shed"),
+    ngx_string("timeout"), ngx_string("cancelled")
+};
+
+/* the histograms: oip_conversion_seconds each way, oip_queue_seconds */
+static const char  *ngx_http_oip_m_hist[] = {
+    "oip_conversion_seconds", "oip_conversion_seconds", "oip_queue_seconds"
+};
+
+static const char  *ngx_http_oip_m_hist_label[] = {
+    ",direction=\"request\"", ",direction=\"response\"", ""
 };
 
 static ngx_str_t  ngx_http_oip_m_answers[] = {
@@ -287,6 +311,7 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
     ngx_http_oip_mslot_t      *slot;
     ngx_http_oip_mzone_t      *z;
     ngx_http_oip_mcount_t     *c;
+    ngx_http_oip_adm_e         adm;
     ngx_http_oip_loc_conf_t   *olcf;
     ngx_http_oip_main_conf_t  *omcf;
 
@@ -328,7 +353,11 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
         }
     }
 
-    if (ctx && ctx->error.len) {
+    if (status == NGX_HTTP_CLIENT_CLOSED_REQUEST) {
+        /* its client left: while it waited, or mid-upstream */
+        outcome = NGX_HTTP_OIP_M_CANCELLED;
+
+    } else if (ctx && ctx->error.len) {
         outcome = NGX_HTTP_OIP_M_REJECTED;
 
     } else if ((ctx == NULL || !ctx->vars.counted)
@@ -362,6 +391,22 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
                             &c->cache[r->upstream->cache_status - 1], 1);
     }
 #endif
+
+    if (ctx && ctx->adm.state != NGX_HTTP_OIP_ADM_NONE) {
+        adm = ngx_http_oip_admission_result(ctx);
+        (void) ngx_atomic_fetch_add(&c->admission[adm - 1], 1);
+
+        if (adm != NGX_HTTP_OIP_ADM_SHED) {
+            ngx_http_oip_metrics_observe(c, 2,
+                              (adm == NGX_HTTP_OIP_ADM_CANCELLED)
+                              ? ngx_http_oip_usec() - ctx->adm.start
+                              : ctx->adm.queue_usec);
+        }
+    }
+
+    if (outcome == NGX_HTTP_OIP_M_CANCELLED) {
+        return NGX_OK;
+    }
 
     if (outcome == NGX_HTTP_OIP_M_REJECTED) {
         i = ngx_http_oip_reason(ctx, status);
@@ -501,6 +546,7 @@ static ngx_int_t
 ngx_http_oip_metrics_handler(ngx_http_request_t *r)
 {
     size_t                     size;
+    uint64_t                  *sums;
     ngx_int_t                  rc;
     ngx_buf_t                 *b;
     ngx_uint_t                 n;
@@ -529,17 +575,24 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
     /* a line: the name, labels (a model escaped: 4 times its length at
      * most), a 20-digit value */
 
-    size = 4096 + n * (3 * NGX_HTTP_OIP_M_CODES + NGX_HTTP_OIP_M_REASONS
-                       + 4 + 2 * (NGX_HTTP_OIP_M_BUCKETS + 2) + 3
-                       + NGX_HTTP_OIP_M_CACHE)
+    size = 4096 + n * (NGX_HTTP_OIP_M_OUTCOMES * NGX_HTTP_OIP_M_CODES
+                       + NGX_HTTP_OIP_M_REASONS
+                       + 4 + 3 * (NGX_HTTP_OIP_M_BUCKETS + 2) + 3
+                       + NGX_HTTP_OIP_M_CACHE + NGX_HTTP_OIP_ADM_RESULTS + 2)
                   * (128 + 4 * NGX_HTTP_OIP_M_NAME);
 
+    /* in flight, per model: summed from the admission zones */
+
+    sums = ngx_pcalloc(r->pool, 2 * n * sizeof(uint64_t));
+
     b = ngx_create_temp_buf(r->pool, size);
-    if (b == NULL) {
+    if (b == NULL || sums == NULL) {
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
     b->last = ngx_http_oip_metrics_write(b->last, z);
+    b->last = ngx_http_oip_metrics_admission(b->last, z, omcf->admission,
+                                             sums);
     b->last_buf = (r == r->main);
     b->last_in_chain = 1;
 
@@ -582,7 +635,7 @@ ngx_http_oip_metrics_write(u_char *p, ngx_http_oip_mzone_t *z)
     for (i = 0; i < n; i++) {
         s = &z->sh->slot[i];
 
-        for (o = 0; o < 3; o++) {
+        for (o = 0; o < NGX_HTTP_OIP_M_OUTCOMES; o++) {
             for (k = 0; k < NGX_HTTP_OIP_M_CODES; k++) {
                 v = s->c.requests[o][k];
 
@@ -649,7 +702,8 @@ ngx_http_oip_metrics_write(u_char *p, ngx_http_oip_mzone_t *z)
                       "Time the module spent on a request and its answer.");
 
     for (i = 0; i < n; i++) {
-        p = ngx_http_oip_metrics_histogram(p, &z->sh->slot[i]);
+        p = ngx_http_oip_metrics_histogram(p, &z->sh->slot[i], 0);
+        p = ngx_http_oip_metrics_histogram(p, &z->sh->slot[i], 1);
     }
 
     ngx_http_oip_head("oip_upstream_answers_total", "counter",
@@ -709,51 +763,159 @@ ngx_http_oip_metrics_write(u_char *p, ngx_http_oip_mzone_t *z)
 }
 
 
-/* a model's oip_conversion_seconds: buckets, sum and count each way */
+/* a model's histogram d: buckets, sum and count */
 
 static u_char *
-ngx_http_oip_metrics_histogram(u_char *p, ngx_http_oip_mslot_t *s)
+ngx_http_oip_metrics_histogram(u_char *p, ngx_http_oip_mslot_t *s,
+    ngx_uint_t d)
 {
-    ngx_uint_t         d, k;
+    u_char             name[64];
+    ngx_uint_t         k;
     ngx_atomic_uint_t  v, cum;
 
-    for (d = 0; d < 2; d++) {
-        cum = 0;
+    cum = 0;
 
-        for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
-            cum += s->c.hist[d][k];
-        }
-
-        if (cum == 0) {
-            continue;
-        }
-
-        cum = 0;
-
-        for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
-            cum += s->c.hist[d][k];
-
-            p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_bucket",
-                                           s);
-            p = ngx_sprintf(p, "\",direction=\"%s\",le=\"%s\"} %uA\n",
-                            d ? "response" : "request",
-                            k < NGX_HTTP_OIP_M_BUCKETS - 1
-                            ? ngx_http_oip_m_le[k] : "+Inf", cum);
-        }
-
-        v = s->c.hist_usec[d];
-
-        p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_sum", s);
-        p = ngx_sprintf(p, "\",direction=\"%s\"} %uA.%06uA\n",
-                        d ? "response" : "request", v / 1000000,
-                        v % 1000000);
-
-        p = ngx_http_oip_metrics_start(p, "oip_conversion_seconds_count", s);
-        p = ngx_sprintf(p, "\",direction=\"%s\"} %uA\n",
-                        d ? "response" : "request", cum);
+    for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
+        cum += s->c.hist[d][k];
     }
 
+    if (cum == 0) {
+        return p;
+    }
+
+    cum = 0;
+
+    for (k = 0; k < NGX_HTTP_OIP_M_BUCKETS; k++) {
+        cum += s->c.hist[d][k];
+
+        *ngx_sprintf(name, "%s_bucket", ngx_http_oip_m_hist[d]) = '\0';
+        p = ngx_http_oip_metrics_start(p, (char *) name, s);
+        p = ngx_sprintf(p, "\"%s,le=\"%s\"} %uA\n",
+                        ngx_http_oip_m_hist_label[d],
+                        k < NGX_HTTP_OIP_M_BUCKETS - 1
+                        ? ngx_http_oip_m_le[k] : "+Inf", cum);
+    }
+
+    v = s->c.hist_usec[d];
+
+    *ngx_sprintf(name, "%s_sum", ngx_http_oip_m_hist[d]) = '\0';
+    p = ngx_http_oip_metrics_start(p, (char *) name, s);
+    p = ngx_sprintf(p, "\"%s} %uA.%06uA\n", ngx_http_oip_m_hist_label[d],
+                    v / 1000000, v % 1000000);
+
+    *ngx_sprintf(name, "%s_count", ngx_http_oip_m_hist[d]) = '\0';
+    p = ngx_http_oip_metrics_start(p, (char *) name, s);
+    p = ngx_sprintf(p, "\"%s} %uA\n", ngx_http_oip_m_hist_label[d], cum);
+
     return p;
+}
+
+
+/*
+ * Admission's families: the outcomes, the time waited, and what is in
+ * flight now, which the zones hold (a share reclaimed from a worker that
+ * died is gone from them too): sums, two per model, zeroed.
+ */
+
+static u_char *
+ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
+    ngx_array_t *zones, uint64_t *sums)
+{
+    ngx_uint_t             i, k, n;
+    ngx_atomic_uint_t      v;
+    ngx_shm_zone_t       **zp;
+    ngx_http_oip_mslot_t  *s;
+
+    if (zones == NULL) {
+        return p;
+    }
+
+    n = z->sh->nslots;
+
+#define ngx_http_oip_head(name, type, help)                                   \
+    p = ngx_cpymem(p, "# HELP " name " " help "\n# TYPE " name " " type "\n", \
+                   sizeof("# HELP " name " " help "\n# TYPE " name " "        \
+                          type "\n") - 1)
+
+    ngx_http_oip_head("oip_admission_total", "counter",
+                      "Infer requests under an admission budget, by result.");
+
+    for (i = 0; i < n; i++) {
+        s = &z->sh->slot[i];
+
+        for (k = 0; k < NGX_HTTP_OIP_ADM_RESULTS; k++) {
+            v = s->c.admission[k];
+
+            if (v == 0) {
+                continue;
+            }
+
+            p = ngx_http_oip_metrics_start(p, "oip_admission_total", s);
+            p = ngx_sprintf(p, "\",result=\"%V\"} %uA\n",
+                            &ngx_http_oip_m_admission[k], v);
+        }
+    }
+
+    ngx_http_oip_head("oip_queue_seconds", "histogram",
+                      "Time infer requests waited for their admission.");
+
+    for (i = 0; i < n; i++) {
+        p = ngx_http_oip_metrics_histogram(p, &z->sh->slot[i], 2);
+    }
+
+    zp = zones->elts;
+
+    for (k = 0; k < zones->nelts; k++) {
+        ngx_http_oip_admission_sum(zp[k], ngx_http_oip_metrics_find, z,
+                                   sums, sums + n);
+    }
+
+    ngx_http_oip_head("oip_inflight_requests", "gauge",
+                      "Infer requests holding an admission share now.");
+
+    for (i = 0; i < n; i++) {
+        p = ngx_http_oip_metrics_start(p, "oip_inflight_requests",
+                                       &z->sh->slot[i]);
+        p = ngx_sprintf(p, "\"} %uL\n", sums[i]);
+    }
+
+    ngx_http_oip_head("oip_inflight_bytes", "gauge",
+                      "Tensor bytes of the infer requests in flight now.");
+
+    for (i = 0; i < n; i++) {
+        p = ngx_http_oip_metrics_start(p, "oip_inflight_bytes",
+                                       &z->sh->slot[i]);
+        p = ngx_sprintf(p, "\"} %uL\n", sums[n + i]);
+    }
+
+#undef ngx_http_oip_head
+
+    return p;
+}
+
+
+/* a model's block, for the gauges: its index, or _other's */
+
+static ngx_int_t
+ngx_http_oip_metrics_find(void *data, u_char *model, size_t len)
+{
+    ngx_http_oip_mzone_t *z = data;
+
+    ngx_uint_t             i, n;
+    ngx_http_oip_mslot_t  *s;
+
+    n = z->sh->nslots;
+
+    for (i = 1; i < n; i++) {
+        s = &z->sh->slot[i];
+
+        if (s->ready && s->len == len && ngx_memcmp(s->name, model, len) == 0)
+        {
+            return i;
+        }
+    }
+
+    return 0;
 }
 
 

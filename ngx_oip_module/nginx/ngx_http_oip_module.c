@@ -234,6 +234,20 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       0,
       NULL },
 
+    { ngx_string("oip_admission_zone"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
+      ngx_http_oip_admission_zone,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      0,
+      NULL },
+
+    { ngx_string("oip_admit"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_1MORE,
+      ngx_http_oip_admit,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("oip_metrics_zone"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
       ngx_http_oip_metrics_zone,
@@ -334,6 +348,7 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->grpc_max_message = NGX_CONF_UNSET_SIZE;
     conf->thread_pool = NGX_CONF_UNSET_PTR;
     conf->thread_threshold = NGX_CONF_UNSET_SIZE;
+    conf->admit = NGX_CONF_UNSET_PTR;
 
     return conf;
 }
@@ -406,6 +421,8 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     ngx_conf_merge_ptr_value(conf->thread_pool, prev->thread_pool, NULL);
     ngx_conf_merge_size_value(conf->thread_threshold, prev->thread_threshold,
                               256 * 1024);
+
+    ngx_conf_merge_ptr_value(conf->admit, prev->admit, NULL);
 
     return NGX_CONF_OK;
 }
@@ -491,6 +508,7 @@ ngx_http_oip_init_process(ngx_cycle_t *cycle)
 
     if (omcf) {
         ngx_http_oip_signature_init(omcf);
+        ngx_http_oip_admission_start(cycle, omcf->admission);
     }
 
     return NGX_OK;

@@ -53,6 +53,8 @@
 
 typedef struct {
     ngx_shm_zone_t        *metrics;         /* oip_metrics_zone, or NULL */
+    ngx_array_t           *admission;       /* of ngx_shm_zone_t *: the
+                                               oip_admission_zones */
     ngx_flag_t             digest;          /* $oip_digest is used */
 
     /* this process's signature fetches in flight (signature.c) */
@@ -66,6 +68,19 @@ typedef struct ngx_http_oip_sig_s  ngx_http_oip_sig_t;
 
 /* the upstream's transport: a table of operations, below */
 typedef struct ngx_http_oip_transport_s  ngx_http_oip_transport_t;
+
+
+/* oip_admit: a location's budget, per key, in an admission zone */
+
+typedef struct {
+    ngx_shm_zone_t            *zone;
+    ngx_http_complex_value_t  *key;         /* NULL: the model's name */
+    ngx_uint_t                 concurrency; /* 0: no limit */
+    uint64_t                   bytes;       /* 0: no limit */
+    ngx_uint_t                 queue;
+    uint64_t                   queue_bytes;
+    ngx_msec_t                 wait;
+} ngx_http_oip_admit_t;
 
 
 typedef struct {
@@ -100,6 +115,8 @@ typedef struct {
      * ngx_thread_pool_t, which nginx without threads does not have) */
     void                  *thread_pool;
     size_t                 thread_threshold;
+
+    ngx_http_oip_admit_t  *admit;           /* NULL: none */
 } ngx_http_oip_loc_conf_t;
 
 
@@ -167,6 +184,43 @@ typedef struct {
 } ngx_http_oip_ans_t;
 
 
+/*
+ * Its admission (ngx_http_oip_admission.c): the outcomes, in the order
+ * of the metrics' labels, then the state of one that waits.
+ */
+
+typedef enum {
+    NGX_HTTP_OIP_ADM_NONE = 0,         /* not subject to a budget */
+    NGX_HTTP_OIP_ADM_ADMITTED,         /* forwarded at once */
+    NGX_HTTP_OIP_ADM_QUEUED,           /* forwarded after waiting */
+    NGX_HTTP_OIP_ADM_SHED,             /* refused: queue full, too big */
+    NGX_HTTP_OIP_ADM_TIMEOUT,          /* its wait ran out */
+    NGX_HTTP_OIP_ADM_CANCELLED,        /* its client left while it waited */
+    NGX_HTTP_OIP_ADM_WAITING           /* parked now */
+} ngx_http_oip_adm_e;
+
+#define NGX_HTTP_OIP_ADM_RESULTS       5
+
+/* a share: a record in the admission zone */
+typedef struct ngx_http_oip_share_s  ngx_http_oip_share_t;
+
+typedef struct {
+    ngx_http_oip_adm_e     state;
+    ngx_shm_zone_t        *zone;
+    ngx_http_oip_admit_t  *conf;        /* the budget it asked in */
+    ngx_http_oip_share_t  *share;       /* held or waiting; NULL: none */
+    ngx_http_request_t    *r;
+    ngx_queue_t            parked;      /* in this worker's, as it waits */
+    uint64_t               start;       /* usec: when it asked */
+    uint64_t               deadline;    /* usec: when its wait runs out */
+    uint64_t               queue_usec;  /* how long it waited */
+    uint64_t               handover_usec;  /* release to its resumption */
+    void                 (*finalize)(ngx_http_request_t *r, ngx_int_t rc);
+    unsigned               asked:1;     /* once per main request */
+    unsigned               handed:1;    /* handover_usec is set */
+} ngx_http_oip_adm_t;
+
+
 /* what the request held and what became of it: variables and metrics */
 
 typedef struct {
@@ -202,6 +256,7 @@ typedef struct {
 
     ngx_http_oip_req_t     req;
     ngx_http_oip_ans_t     ans;
+    ngx_http_oip_adm_t     adm;
     ngx_http_oip_vars_t    vars;
 } ngx_http_oip_ctx_t;
 
@@ -374,6 +429,45 @@ ngx_uint_t ngx_http_oip_sig_cache_refetch(ngx_shm_zone_t *zone,
 void ngx_http_oip_sig_cache_store(ngx_shm_zone_t *zone, ngx_str_t *key,
     uint32_t hash, oip_signature_t *signature, ngx_str_t *model,
     ngx_log_t *log);
+
+/* admission control (ngx_http_oip_admission.c) */
+char *ngx_http_oip_admit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+ngx_int_t ngx_http_oip_admission(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+void ngx_http_oip_admission_upstream(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+void ngx_http_oip_admission_end(ngx_http_oip_ctx_t *ctx);
+ngx_http_oip_adm_e ngx_http_oip_admission_result(ngx_http_oip_ctx_t *ctx);
+
+/* its shared-memory zone (ngx_http_oip_admission_zone.c) */
+
+typedef struct {
+    ngx_str_t              key;
+    ngx_str_t              model;
+    uint64_t               bytes;
+    ngx_http_oip_admit_t  *conf;
+    ngx_log_t             *log;
+    ngx_uint_t             waiting;     /* out: requests that wait */
+    ngx_uint_t             held;        /* out: requests in flight */
+    ngx_uint_t             retry;       /* out: Retry-After, seconds */
+} ngx_http_oip_adm_ask_t;
+
+char *ngx_http_oip_admission_zone(ngx_conf_t *cf, ngx_command_t *cmd,
+    void *conf);
+ngx_shm_zone_t *ngx_http_oip_admission_zone_ref(ngx_conf_t *cf,
+    ngx_str_t *name);
+void ngx_http_oip_admission_start(ngx_cycle_t *cycle, ngx_array_t *zones);
+ngx_int_t ngx_http_oip_admission_take(ngx_shm_zone_t *shm_zone,
+    ngx_http_oip_adm_ask_t *a, ngx_http_oip_share_t **share);
+ngx_uint_t ngx_http_oip_admission_granted(ngx_http_oip_share_t *s,
+    uint64_t *granted);
+ngx_int_t ngx_http_oip_admission_leave(ngx_shm_zone_t *shm_zone,
+    ngx_http_oip_share_t *s, ngx_uint_t *retry, ngx_uint_t *grants);
+ngx_uint_t ngx_http_oip_admission_release(ngx_shm_zone_t *shm_zone,
+    ngx_http_oip_share_t *s);
+void ngx_http_oip_admission_sum(ngx_shm_zone_t *shm_zone,
+    ngx_int_t (*found)(void *data, u_char *model, size_t len), void *data,
+    uint64_t *requests, uint64_t *bytes);
 
 /* the model-aware edge: fetching signatures (ngx_http_oip_signature.c) */
 ngx_int_t ngx_http_oip_signature(ngx_http_request_t *r,

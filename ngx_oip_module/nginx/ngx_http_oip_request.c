@@ -122,6 +122,22 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
         }
     }
 
+    /* valid, converted: its share of the budget, once */
+
+    if (ctx->req.phase == NGX_HTTP_OIP_PHASE_PASSED && !ctx->adm.asked
+        && ctx->error.len == 0 && ctx->req.rpc == OIP_RPC_MODEL_INFER)
+    {
+        rc = ngx_http_oip_admission(r, ctx);
+
+        if (rc == NGX_AGAIN) {
+            return NGX_AGAIN;
+        }
+
+        if (rc != NGX_DECLINED) {
+            ngx_http_oip_verdict(ctx, rc);
+        }
+    }
+
     if (ctx->req.phase == NGX_HTTP_OIP_PHASE_READ
         || ctx->req.phase == NGX_HTTP_OIP_PHASE_PASSED)
     {

@@ -117,6 +117,10 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
 
     ctx = ngx_http_oip_get_ctx(r);
 
+    if (ctx && ctx->adm.share) {
+        ngx_http_oip_admission_upstream(r, ctx);
+    }
+
     if (ctx && ctx->req.phase == NGX_HTTP_OIP_PHASE_PASSED && r->upstream
         && r->http_version == NGX_HTTP_VERSION_9 && r->http_protocol.len)
     {

@@ -64,10 +64,12 @@ ngx_http_oip_create_ctx(ngx_http_request_t *r)
 }
 
 
+/* it marks where the ctx lives, and ends the main request's share */
+
 static void
 ngx_http_oip_cleanup(void *data)
 {
-    /* nothing to free: it only marks where the ctx lives */
+    ngx_http_oip_admission_end(data);
 }
 
 
@@ -606,6 +608,10 @@ ngx_http_oip_reason(ngx_http_oip_ctx_t *ctx, ngx_uint_t status)
      * the refusal's reason, decided where it was decided (the codec's
      * oip_reason_e, or the glue's): the labels are in the same order
      */
+
+    if (ctx->reason == OIP_REASON_QUEUE_FULL) {
+        return 7;           /* an admission budget's 429 */
+    }
 
     if (ctx->reason >= OIP_REASON_SYNTAX && ctx->reason <= OIP_REASON_OTHER) {
         return ctx->reason - OIP_REASON_SYNTAX;

@@ -32,6 +32,10 @@ static ngx_int_t ngx_http_oip_var_form(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_convert_time(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_admission(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_queue_time(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_http_oip_ctx_t *ngx_http_oip_var_ctx(ngx_http_request_t *r);
 static u_char *ngx_http_oip_var_decimal(u_char *p, uint64_t n, size_t width);
 static void ngx_http_oip_var_str(ngx_http_variable_value_t *v, u_char *data,
@@ -75,6 +79,15 @@ static ngx_http_variable_t  ngx_http_oip_vars[] = {
 
     { ngx_string("oip_digest"), NULL, ngx_http_oip_var_string,
       offsetof(ngx_http_oip_ctx_t, vars.digest), NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_admission"), NULL, ngx_http_oip_var_admission, 0,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_queue_time"), NULL, ngx_http_oip_var_queue_time, 0,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_handover_time"), NULL, ngx_http_oip_var_queue_time, 1,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -294,6 +307,93 @@ ngx_http_oip_var_convert_time(ngx_http_request_t *r,
     q = ngx_http_oip_var_decimal(p, ms / 1000, 1);
     *q++ = '.';
     q = ngx_http_oip_var_decimal(q, ms % 1000, 3);
+
+    ngx_http_oip_var_str(v, p, q - p);
+
+    return NGX_OK;
+}
+
+
+/* what admission made of it: empty when no budget applied */
+
+static ngx_int_t
+ngx_http_oip_var_admission(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_http_oip_ctx_t  *ctx;
+    ngx_http_oip_adm_e   result;
+
+    static ngx_str_t  results[] = {
+        ngx_string("admitted"), ngx_string("queued"), ngx_string("shed"),
+        ngx_string("timeout"), ngx_string("cancelled")
+    };
+
+    ctx = ngx_http_oip_var_ctx(r);
+    result = ctx ? ngx_http_oip_admission_result(ctx) : 0;
+
+    if (result == NGX_HTTP_OIP_ADM_NONE) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    ngx_http_oip_var_str(v, results[result - 1].data,
+                         results[result - 1].len);
+
+    return NGX_OK;
+}
+
+
+/*
+ * How long it waited for its share (seconds, milliseconds as
+ * $request_time says), or (data 1) how long from the release that
+ * granted it to its resumption (seconds, microseconds); empty when it
+ * did not wait, or was not granted.
+ */
+
+static ngx_int_t
+ngx_http_oip_var_queue_time(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    u_char              *p, *q;
+    uint64_t             usec;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_var_ctx(r);
+
+    if (ctx == NULL || ctx->adm.state == NGX_HTTP_OIP_ADM_NONE
+        || ctx->adm.state == NGX_HTTP_OIP_ADM_SHED
+        || (data && !ctx->adm.handed))
+    {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    if (data) {
+        usec = ctx->adm.handover_usec;
+
+    } else if (ctx->adm.state == NGX_HTTP_OIP_ADM_WAITING
+               || ctx->adm.state == NGX_HTTP_OIP_ADM_CANCELLED)
+    {
+        /* its client left: until now */
+        usec = ngx_http_oip_usec() - ctx->adm.start;
+
+    } else {
+        usec = ctx->adm.queue_usec;
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_INT64_LEN + 8);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (!data) {
+        usec = (usec + 500) / 1000 * 1000;
+    }
+
+    q = ngx_http_oip_var_decimal(p, usec / 1000000, 1);
+    *q++ = '.';
+    q = data ? ngx_http_oip_var_decimal(q, usec % 1000000, 6)
+             : ngx_http_oip_var_decimal(q, usec % 1000000 / 1000, 3);
 
     ngx_http_oip_var_str(v, p, q - p);
 

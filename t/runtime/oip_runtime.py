@@ -85,11 +85,39 @@ Test hooks, under /_test/, a path no runtime has (JSON in and out):
                                  page), huge (200, valid, ~10 MB; "bytes"
                                  sets the size), wrong (200, valid JSON of
                                  wrong types), none (cleared)
+  PUT    /_test/service/{m}      {"seconds": S, "instances": N}: m runs on
+                                 N instances (default 1), each infer request
+                                 holding one S seconds before it is
+                                 answered; at most N at once, the others
+                                 wait inside the runtime, first come first
+                                 served, as in Triton's queue.  S >= 0, N
+                                 >= 1; {"seconds": 0} or {"mode": "none"}
+                                 (or DELETE) clears it.  Only requests that
+                                 are read and valid take an instance
+  GET    /_test/highwater        {"m": {"concurrent", "running", "bytes",
+                                 "now", "served"}}: per model, the most
+                                 infer requests (the SageMaker and Vertex
+                                 AI frontends' too) in flight at once (from
+                                 the start of do_POST, before the body is
+                                 read, to just before the answer's last
+                                 byte is written; waiting for an instance
+                                 included), the most holding an instance
+                                 (without a service: inside the model),
+                                 the most tensor bytes in flight (each
+                                 request's inputs as parsed, their binary
+                                 size, BYTES as serialized, from the parse
+                                 to the same end), the requests in flight
+                                 now, those answered (any status)
+  POST   /_test/highwater/reset  the marks back to what is in flight now,
+                                 served to 0 (POST /_test/reset does it too,
+                                 and clears the services)
 
 Standard library only.
 """
 
 import argparse
+import collections
+import contextlib
 import gzip
 import json
 import math
@@ -412,6 +440,77 @@ MODELS = {
 # --------------------------------------------------------------- server
 
 
+class Service:
+    """A model's instances (PUT /_test/service/{m}): at most `instances`
+    requests run at once, each for `seconds`; the others wait for one
+    inside the runtime, first come first served, as in Triton's
+    scheduler queue.  (A threading.Semaphore would let a newcomer take
+    an instance before the waiter it was released to wakes up: here a
+    release hands the instance to the first waiter.)"""
+
+    def __init__(self, seconds, instances):
+        self.seconds, self.free = seconds, instances
+        self.lock = threading.Lock()
+        self.waiting = collections.deque()
+
+    def acquire(self):
+        with self.lock:
+            if self.free and not self.waiting:
+                self.free -= 1
+                return
+            turn = threading.Event()
+            self.waiting.append(turn)
+        turn.wait()
+
+    def release(self):
+        with self.lock:
+            if self.waiting:
+                self.waiting.popleft().set()
+            else:
+                self.free += 1
+
+
+class Flight:
+    """One infer request's part in its model's in-flight counts (GET
+    /_test/highwater): from the start of do_POST, before the body is
+    read, to end(), just before the answer's last byte is written;
+    its tensor bytes from parsed() to the same end."""
+
+    def __init__(self, runtime, model):
+        self.runtime, self.bytes, self.ended = runtime, 0, False
+        with runtime.lock:
+            self.marks = runtime.marks(model)
+            self.add("now", "concurrent", 1)
+
+    def add(self, now, high, n):
+        """Under the runtime's lock."""
+        self.marks[now] += n
+        if self.marks[now] > self.marks[high]:
+            self.marks[high] = self.marks[now]
+
+    def parsed(self, tensors):
+        """The request's inputs as the runtime reads them: their binary
+        size (BYTES serialized, each element's 4-byte length included)."""
+        with self.runtime.lock:
+            if self.ended or self.bytes:
+                return
+            self.bytes = sum(len(t.raw) for t in tensors)
+            self.add("bytes_now", "bytes", self.bytes)
+
+    def running(self, n):
+        with self.runtime.lock:
+            self.add("running_now", "running", n)
+
+    def end(self):
+        with self.runtime.lock:
+            if self.ended:
+                return
+            self.ended = True
+            self.add("now", "concurrent", -1)
+            self.add("bytes_now", "bytes", -self.bytes)
+            self.marks["served"] += 1
+
+
 def version_tuple(text):
     return tuple(int(x) for x in re.findall(r"\d+", text))
 
@@ -434,6 +533,58 @@ class Runtime:
             self.models = dict(MODELS)
             self.faults = {}
             self.counts = {"meta": {}, "infer": {}}
+            self.services = {}
+        self.reset_marks()
+
+    MARKS = ("now", "concurrent", "running_now", "running", "bytes_now",
+             "bytes", "served")
+
+    def marks(self, model):
+        """model's in-flight counts and high-water marks (under the
+        lock): a dict that stays the same while requests hold it."""
+        table = self.highwater
+        if model not in table:
+            table[model] = dict.fromkeys(self.MARKS, 0)
+        return table[model]
+
+    def reset_marks(self):
+        """High-water marks back to what is in flight now, served to 0;
+        a model with nothing in flight is forgotten."""
+        with self.lock:
+            table = getattr(self, "highwater", {})
+            for model in list(table):
+                m = table[model]
+                if not m["now"]:
+                    del table[model]
+                    continue
+                m["concurrent"] = m["now"]
+                m["running"] = m["running_now"]
+                m["bytes"] = m["bytes_now"]
+                m["served"] = 0
+            self.highwater = table
+
+    @contextlib.contextmanager
+    def instance(self, name, flight):
+        """One of the model's instances while the model runs: with a
+        service (PUT /_test/service/{m}), waited for, then held its
+        seconds; without, nothing to wait for."""
+        with self.lock:
+            service = self.services.get(name)
+        if service:
+            service.acquire()
+        try:
+            if flight:
+                flight.running(1)
+            try:
+                if service and service.seconds:
+                    time.sleep(service.seconds)
+                yield
+            finally:
+                if flight:
+                    flight.running(-1)
+        finally:
+            if service:
+                service.release()
 
     def model(self, name):
         with self.lock:
@@ -746,14 +897,19 @@ class Runtime:
                 wish[o["name"]] = bool(p.get("binary_data", False))
         return wish, default
 
-    def infer(self, model_name, headers, body, version=None):
+    def infer(self, model_name, headers, body, version=None, flight=None):
+        """flight: the request's in-flight counts (Flight), to which
+        its tensor bytes are added once they are read."""
         model = self.find(model_name, version)
 
         req, tensors, raw = self.parse_request(model_name, model, headers,
                                                body)
+        if flight:
+            flight.parsed(tensors)
         model.check_inputs(model_name, tensors)
         try:
-            results = {t.name: t for t in model.run(tensors)}
+            with self.instance(model_name, flight):
+                results = {t.name: t for t in model.run(tensors)}
         except ModelFailed as e:
             if self.family == "mlserver":
                 # parallel_workers 0, debug off: Starlette's own answer
@@ -880,6 +1036,16 @@ class Handler(BaseHTTPRequestHandler):
         if self.server.verbose:
             sys.stderr.write("runtime: " + fmt % args + "\n")
 
+    # the infer request being answered (a Flight), None for the others
+    flight = None
+
+    def flight_end(self):
+        """The request leaves the in-flight counts: just before the
+        answer's last byte is written (or when it ends without one)."""
+        if self.flight:
+            self.flight.end()
+            self.flight = None
+
     def reply(self, status, body=b"", headers=None):
         headers = dict(headers or {})
         chunked = headers.get("Transfer-Encoding") == "chunked"
@@ -888,17 +1054,22 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         if not chunked:
             self.send_header("Content-Length", str(len(body)))
+        if self.command == "HEAD" or (not chunked and not body):
+            self.flight_end()
         self.end_headers()
         if self.command == "HEAD":
             return
         if not chunked:
-            self.wfile.write(body)
+            if body:
+                self.flight_end()
+                self.wfile.write(body)
             return
         # uvicorn sends what it is given in pieces: two, then the end
         half = len(body) // 2
         for piece in (body[:half], body[half:]):
             if piece:
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+        self.flight_end()
         self.wfile.write(b"0\r\n\r\n")
 
     def error(self, status, message):
@@ -1071,6 +1242,29 @@ class Handler(BaseHTTPRequestHandler):
         if self.command == "POST" and parts == ["reset"]:
             runtime.reset()
             return self.json_reply(200, {})
+        if self.command == "GET" and parts == ["highwater"]:
+            with runtime.lock:
+                marks = {m: {"concurrent": v["concurrent"],
+                             "running": v["running"], "bytes": v["bytes"],
+                             "now": v["now"], "served": v["served"]}
+                         for m, v in runtime.highwater.items()}
+            return self.json_reply(200, marks)
+        if self.command == "POST" and parts == ["highwater", "reset"]:
+            runtime.reset_marks()
+            return self.json_reply(200, {})
+        if what == ["service"] and name and self.command in ("PUT",
+                                                             "DELETE"):
+            try:
+                service = self.service_spec(
+                    doc if self.command == "PUT" else {"mode": "none"})
+            except ValueError as e:
+                return self.error(400, str(e))
+            with runtime.lock:
+                if service is None:
+                    runtime.services.pop(name, None)
+                else:
+                    runtime.services[name] = service
+            return self.json_reply(200, {})
         if what == ["models"] and name and self.command == "PUT":
             try:
                 inputs = self.signature_spec(doc, "inputs")
@@ -1104,6 +1298,35 @@ class Handler(BaseHTTPRequestHandler):
                     runtime.faults[name] = (mode, seconds, int(size))
             return self.json_reply(200, {})
         return self.error(404, "Not Found")
+
+    @staticmethod
+    def service_spec(doc):
+        """A PUT /_test/service body as a Service, or None: cleared."""
+        form = ('the body is {"seconds": S, "instances": N} (S >= 0, N >= '
+                '1), or {"mode": "none"}')
+        unknown = sorted(set(doc) - {"seconds", "instances", "mode"})
+        if unknown:
+            raise ValueError("unknown member '%s': %s" % (unknown[0], form))
+        if "mode" in doc:
+            if doc["mode"] != "none" or len(doc) > 1:
+                raise ValueError("mode can only be \"none\", alone: %s"
+                                 % form)
+            return None
+        if "seconds" not in doc:
+            raise ValueError("seconds is missing: %s" % form)
+        seconds, instances = doc["seconds"], doc.get("instances", 1)
+        if isinstance(seconds, bool) or \
+                not isinstance(seconds, (int, float)) or \
+                not math.isfinite(seconds) or seconds < 0:
+            raise ValueError("seconds must be a number >= 0, not %s"
+                             % json.dumps(seconds))
+        if isinstance(instances, bool) or not isinstance(instances, int) \
+                or instances < 1:
+            raise ValueError("instances must be an integer >= 1, not %s"
+                             % json.dumps(instances))
+        if seconds == 0:
+            return None
+        return Service(float(seconds), instances)
 
     @staticmethod
     def signature_spec(doc, key):
@@ -1164,6 +1387,20 @@ class Handler(BaseHTTPRequestHandler):
         return True
 
     def do_POST(self):
+        # an infer request is in flight from here, before its body is read
+        self.flight = None
+        path = self.path.split("?")[0]
+        if not path.startswith("/_test/") and "//" not in path and \
+                not path.endswith("/"):
+            model, tail, _ = self.route()
+            if model not in (None, "server") and tail == ["infer"]:
+                self.flight = Flight(self.server.runtime, model)
+        try:
+            self.post()
+        finally:
+            self.flight_end()
+
+    def post(self):
         body = self.read_body()
         if self.path.startswith("/_test/"):
             return self.test_hook(body)
@@ -1185,7 +1422,7 @@ class Handler(BaseHTTPRequestHandler):
             elif enc not in ("", "identity"):
                 return self.error(501, "Unsupported compression type")
             out, headers = runtime.infer(model, self.headers, body,
-                                         version)
+                                         version, self.flight)
         except InferError as e:
             return self.answer(e)
         except zlib.error as e:
@@ -1260,16 +1497,24 @@ class FrontendHandler(Handler):
     do_HEAD = do_GET
 
     def do_POST(self):
+        model = self.frontend_route()
+        self.flight = None if model is None else \
+            Flight(self.server.runtime, model)
+        try:
+            self.frontend_post(model)
+        finally:
+            self.flight_end()
+
+    def frontend_post(self, model):
         body = self.read_body()
         runtime = self.server.runtime
-        model = self.frontend_route()
         if model is None:
             return self.reply(400)
         runtime.count("infer", model)
         try:
             runtime.find(model, None)
             out, headers = runtime.infer(model, self.frontend_headers(body),
-                                         body)
+                                         body, None, self.flight)
         except InferError as e:
             return self.answer(e)
         n = headers.pop(IHCL, None)
