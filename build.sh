@@ -249,7 +249,11 @@ do_bench() {
     OIP_BENCH_MIXED_DATA="$bin/mixed.dat" \
         "$PY" "$ROOT/t/bench/bench_mixed.py" || rc=1
 
-    phase "instructions a 1 KB request costs (callgrind, about 12 minutes)"
+    phase "admission control: open-loop load, with and without oip_admit"
+    OIP_ADMIT_DATA="$bin/admission.dat" \
+        "$PY" "$ROOT/t/bench/bench_admission.py" || rc=1
+
+    phase "instructions a 1 KB request costs (callgrind, about 15 minutes)"
     "$PY" "$ROOT/t/bench/bench_instructions.py" || rc=1
 
     phase "the plots: docs/figures/"

@@ -417,6 +417,9 @@ def main():
             ("padded", "keep, access log + 10 vars",
              "oip on; oip_max_json_size 64m; "
              "access_log @DIR@/padded.log padded buffer=64k flush=1s;"),
+            ("admitted", "keep, oip_admit never reached",
+             "oip on; oip_max_json_size 64m; "
+             "oip_admit zone=adm concurrency=100000;"),
             ("binary", "oip_upstream_inputs binary",
              "oip on; oip_upstream_inputs binary; oip_max_json_size 64m;"),
             ("grpc", "binary, to gRPC (ModelInfer)",
@@ -426,6 +429,7 @@ def main():
              "oip on; oip_upstream_inputs binary; oip_max_json_size 64m; "
              "access_log @DIR@/digest.log digest buffer=64k flush=1s;")]
     extra_http = {"signed": SIGNED_HTTP, "logged": LOGGED_HTTP,
+                  "admitted": "oip_admission_zone zone=adm:1m;",
                   "operated": OPERATED_HTTP, "padded": PADDED_HTTP,
                   "digested": DIGESTED_HTTP, "grpc": GRPC_HTTP}
     if os.path.exists(PEER):
@@ -558,6 +562,10 @@ def main():
     print("  %-56s %6.2f  (no target)"
           % ("1 KB req/s, oip_upstream_inputs binary / proxy_pass",
              ratio["binary"]))
+    target("1 KB req/s, oip_admit never reached / oip on (keep)",
+           statistics.median(a[0] / b[0] for a, b
+                             in zip(runs["admitted"], runs["keep"])), 0.95,
+           True)
     target("1 KB req/s, metrics + oip vars logged / access log",
            statistics.median(a[0] / b[0] for a, b
                              in zip(runs["operated"], runs["logged"])), 0.97,

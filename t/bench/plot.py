@@ -5,13 +5,18 @@
 """The bench's figures as PNG plots (Debian's gnuplot), for
 docs/performance.md:
 
-    plot.py CURVE MIXED OUTDIR
+    plot.py CURVE MIXED OUTDIR [ADMISSION]
 
 CURVE: bench_codec's "direction bytes contender MB/s" lines (FP32, 1 KB
 to the largest size); MIXED: bench_mixed.py's "contender load p50 p90
-p99" lines.  Writes OUTDIR/codec-throughput.png (throughput against
-size, a line per contender, each direction) and OUTDIR/mixed-latency.png
-(the 1 KB requests' percentiles, alone and beside big conversions)."""
+p99" lines; ADMISSION (admission.dat beside MIXED unless named):
+bench_admission.py's "contender load offered goodput shed p50 p99
+urt_p99 concurrent" lines.  Writes OUTDIR/codec-throughput.png
+(throughput against size, a line per contender, each direction),
+OUTDIR/mixed-latency.png (the 1 KB requests' percentiles, alone and
+beside big conversions) and OUTDIR/admission.png (goodput and p99
+latency against offered load, with and without oip_admit).  A missing
+input file leaves its plot out."""
 
 import os
 import subprocess
@@ -94,14 +99,75 @@ plot '%s' using 2:xtic(1) title 'p50', '' using 3 title 'p90', \\
 """ % (out, path))
 
 
+ADMISSION = [("gateway", "oip on, no admission"),
+             ("admit", "oip on, oip_admit concurrency=N")]
+
+
+def admission(data, out, work):
+    rows = [l.split() for l in open(data)
+            if l.strip() and not l.startswith("#")]
+    direct = [r for r in rows if r[0] == "direct"]
+    if not direct:
+        return
+    # direct: N closed-loop clients; its offered column is N/S
+    capacity, direct_p99 = float(direct[0][2]), float(direct[0][6])
+    lines = {"goodput": [], "p99": []}
+    for key, label in ADMISSION:
+        pts = sorted((float(r[2]), r) for r in rows if r[0] == key)
+        if not pts:
+            continue
+        path = os.path.join(work, "admission-%s.dat" % key)
+        with open(path, "w") as f:
+            for offered, r in pts:
+                f.write("%s %s %s %s\n" % (offered, r[3], r[6],
+                                           r[7] if r[7] != "-" else "NaN"))
+        color = len(lines["goodput"]) + 1
+        lines["goodput"].append("'%s' using 1:2 with linespoints lw 2 "
+                                "lc %d title '%s'" % (path, color, label))
+        lines["p99"].append("'%s' using 1:3 with linespoints lw 2 "
+                            "lc %d title '%s: client'"
+                            % (path, color, label))
+        lines["p99"].append("'%s' using 1:4 with linespoints lw 2 dt 2 "
+                            "lc %d title '%s: upstream'"
+                            % (path, color, label))
+    if not lines["goodput"]:
+        return
+    gnuplot("""
+set terminal pngcairo noenhanced size 1100,450 font ',10'
+set output '%s'
+set multiplot layout 1,2
+set xlabel 'offered load (requests/s, open loop)'
+set grid
+set key bottom right
+set xrange [0:*]
+set title 'goodput (200 answers/s)'
+set ylabel 'requests/s'
+set yrange [0:%f]
+plot %s, %f with lines dt 3 lc rgb 'black' title 'capacity N/S'
+set title 'latency of the 200s, p99: at the client, and upstream'
+set ylabel 'ms'
+set logscale y
+set yrange [*:*]
+plot %s, %f with lines dt 3 lc rgb 'black' \\
+     title 'N closed-loop clients, direct: p99'
+unset multiplot
+""" % (out, capacity * 1.3, ", ".join(lines["goodput"]), capacity,
+       ", ".join(lines["p99"]), direct_p99))
+
+
 def main():
     curve, mixed_data, outdir = sys.argv[1:4]
+    admission_data = sys.argv[4] if len(sys.argv) > 4 else os.path.join(
+        os.path.dirname(os.path.abspath(mixed_data)), "admission.dat")
     os.makedirs(outdir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="oip-plot-")
     if os.path.exists(curve):
         codec(curve, os.path.join(outdir, "codec-throughput.png"), work)
     if os.path.exists(mixed_data):
         mixed(mixed_data, os.path.join(outdir, "mixed-latency.png"), work)
+    if os.path.exists(admission_data):
+        admission(admission_data, os.path.join(outdir, "admission.png"),
+                  work)
 
 
 if __name__ == "__main__":
