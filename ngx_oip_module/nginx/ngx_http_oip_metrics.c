@@ -68,13 +68,21 @@ typedef struct {
 } ngx_http_oip_mzone_t;
 
 
+/* a model's block among the first n, for the gauges' sums */
+typedef struct {
+    ngx_http_oip_mzone_t      *z;
+    ngx_uint_t                 n;
+} ngx_http_oip_mfind_t;
+
+
 static ngx_int_t ngx_http_oip_metrics_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 static ngx_int_t ngx_http_oip_metrics_handler(ngx_http_request_t *r);
 static u_char *ngx_http_oip_metrics_write(u_char *p,
-    ngx_http_oip_mzone_t *z);
+    ngx_http_oip_mzone_t *z, ngx_uint_t n);
 static u_char *ngx_http_oip_metrics_admission(u_char *p,
-    ngx_http_oip_mzone_t *z, ngx_array_t *zones, uint64_t *sums);
+    ngx_http_oip_mzone_t *z, ngx_uint_t n, ngx_array_t *zones,
+    uint64_t *sums);
 static ngx_int_t ngx_http_oip_metrics_find(void *data, u_char *model,
     size_t len);
 static u_char *ngx_http_oip_metrics_histogram(u_char *p,
@@ -590,8 +598,8 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     }
 
-    b->last = ngx_http_oip_metrics_write(b->last, z);
-    b->last = ngx_http_oip_metrics_admission(b->last, z, omcf->admission,
+    b->last = ngx_http_oip_metrics_write(b->last, z, n);
+    b->last = ngx_http_oip_metrics_admission(b->last, z, n, omcf->admission,
                                              sums);
     b->last_buf = (r == r->main);
     b->last_in_chain = 1;
@@ -616,13 +624,14 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
 /* the exposition: each family's samples, every model's */
 
 static u_char *
-ngx_http_oip_metrics_write(u_char *p, ngx_http_oip_mzone_t *z)
+ngx_http_oip_metrics_write(u_char *p, ngx_http_oip_mzone_t *z, ngx_uint_t n)
 {
-    ngx_uint_t             i, n, o, k, d;
+    ngx_uint_t             i, o, k, d;
     ngx_atomic_uint_t      v;
     ngx_http_oip_mslot_t  *s;
 
-    n = z->sh->nslots;
+    /* n blocks, as many as the buffer was sized for: one added since by
+     * another worker is in the next scrape */
 
 #define ngx_http_oip_head(name, type, help)                                   \
     p = ngx_cpymem(p, "# HELP " name " " help "\n# TYPE " name " " type "\n", \
@@ -819,18 +828,22 @@ ngx_http_oip_metrics_histogram(u_char *p, ngx_http_oip_mslot_t *s,
 
 static u_char *
 ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
-    ngx_array_t *zones, uint64_t *sums)
+    ngx_uint_t n, ngx_array_t *zones, uint64_t *sums)
 {
-    ngx_uint_t             i, k, n;
+    ngx_uint_t             i, k;
     ngx_atomic_uint_t      v;
     ngx_shm_zone_t       **zp;
     ngx_http_oip_mslot_t  *s;
+    ngx_http_oip_mfind_t   f;
 
     if (zones == NULL) {
         return p;
     }
 
-    n = z->sh->nslots;
+    /* the blocks as they were when the sums were made: n of them */
+
+    f.z = z;
+    f.n = n;
 
 #define ngx_http_oip_head(name, type, help)                                   \
     p = ngx_cpymem(p, "# HELP " name " " help "\n# TYPE " name " " type "\n", \
@@ -866,7 +879,7 @@ ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
     zp = zones->elts;
 
     for (k = 0; k < zones->nelts; k++) {
-        ngx_http_oip_admission_sum(zp[k], ngx_http_oip_metrics_find, z,
+        ngx_http_oip_admission_sum(zp[k], ngx_http_oip_metrics_find, &f,
                                    sums, sums + n);
     }
 
@@ -899,15 +912,13 @@ ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
 static ngx_int_t
 ngx_http_oip_metrics_find(void *data, u_char *model, size_t len)
 {
-    ngx_http_oip_mzone_t *z = data;
+    ngx_http_oip_mfind_t *f = data;
 
-    ngx_uint_t             i, n;
+    ngx_uint_t             i;
     ngx_http_oip_mslot_t  *s;
 
-    n = z->sh->nslots;
-
-    for (i = 1; i < n; i++) {
-        s = &z->sh->slot[i];
+    for (i = 1; i < f->n; i++) {
+        s = &f->z->sh->slot[i];
 
         if (s->ready && s->len == len && ngx_memcmp(s->name, model, len) == 0)
         {
