@@ -28,7 +28,8 @@
 
 
 typedef struct {
-    ngx_rbtree_node_t          rb;          /* key: the key's crc32 */
+    ngx_str_node_t             sn;          /* nginx's string tree: the
+                                               key's crc32, and the key */
     ngx_queue_t                idle;        /* in the idle LRU, when idle */
     ngx_queue_t                held;        /* of shares */
     ngx_queue_t                waiting;     /* of shares: FIFO */
@@ -39,7 +40,6 @@ typedef struct {
     uint64_t                   last_release;  /* usec */
     uint64_t                   drain;         /* usec between releases */
     uint64_t                   checked;       /* usec: owners checked */
-    u_short                    len;
     u_char                     key[1];
 } ngx_http_oip_adm_node_t;
 
@@ -97,8 +97,6 @@ static ngx_uint_t ngx_http_oip_adm_reclaim(ngx_http_oip_adm_zone_t *z,
 static ngx_uint_t ngx_http_oip_adm_alive(ngx_http_oip_adm_zone_t *z,
     ngx_http_oip_share_t *s);
 static ngx_uint_t ngx_http_oip_adm_retry(ngx_http_oip_adm_node_t *node);
-static void ngx_http_oip_adm_rbtree_insert(ngx_rbtree_node_t *temp,
-    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel);
 
 
 /* this process, as the zone knows it: its pid and when it started */
@@ -222,7 +220,7 @@ ngx_http_oip_adm_init_zone(ngx_shm_zone_t *shm_zone, void *data)
     z->shpool->data = z->sh;
 
     ngx_rbtree_init(&z->sh->rbtree, &z->sh->sentinel,
-                    ngx_http_oip_adm_rbtree_insert);
+                    ngx_str_rbtree_insert_value);
     ngx_queue_init(&z->sh->idle);
 
     z->shpool->log_nomem = 0;
@@ -563,31 +561,17 @@ ngx_http_oip_adm_node(ngx_http_oip_adm_zone_t *z, ngx_str_t *key,
 {
     size_t                    size;
     uint32_t                  hash;
-    ngx_int_t                 rc;
-    ngx_rbtree_node_t        *n, *sentinel;
     ngx_http_oip_adm_node_t  *node;
+
+    /* the key's text lives in the node, in the zone: the same address
+     * in every worker, as the tree's own pointers */
 
     hash = ngx_crc32_short(key->data, key->len);
 
-    n = z->sh->rbtree.root;
-    sentinel = z->sh->rbtree.sentinel;
-
-    while (n != sentinel) {
-
-        if (hash != n->key) {
-            n = (hash < n->key) ? n->left : n->right;
-            continue;
-        }
-
-        node = (ngx_http_oip_adm_node_t *) n;
-
-        rc = ngx_memn2cmp(key->data, node->key, key->len, node->len);
-
-        if (rc == 0) {
-            return node;
-        }
-
-        n = (rc < 0) ? n->left : n->right;
+    node = (ngx_http_oip_adm_node_t *) ngx_str_rbtree_lookup(
+                                               &z->sh->rbtree, key, hash);
+    if (node) {
+        return node;
     }
 
     size = offsetof(ngx_http_oip_adm_node_t, key) + key->len;
@@ -603,14 +587,15 @@ ngx_http_oip_adm_node(ngx_http_oip_adm_zone_t *z, ngx_str_t *key,
 
     ngx_memzero(node, size);
 
-    node->rb.key = hash;
-    node->len = (u_short) key->len;
+    node->sn.node.key = hash;
+    node->sn.str.data = node->key;
+    node->sn.str.len = key->len;
     ngx_memcpy(node->key, key->data, key->len);
 
     ngx_queue_init(&node->held);
     ngx_queue_init(&node->waiting);
 
-    ngx_rbtree_insert(&z->sh->rbtree, &node->rb);
+    ngx_rbtree_insert(&z->sh->rbtree, &node->sn.node);
 
     /* idle until it holds something: the first to go if nothing fits */
     ngx_queue_insert_head(&z->sh->idle, &node->idle);
@@ -639,7 +624,7 @@ ngx_http_oip_adm_alloc(ngx_http_oip_adm_zone_t *z, size_t size)
         node = ngx_queue_data(q, ngx_http_oip_adm_node_t, idle);
 
         ngx_queue_remove(q);
-        ngx_rbtree_delete(&z->sh->rbtree, &node->rb);
+        ngx_rbtree_delete(&z->sh->rbtree, &node->sn.node);
         ngx_slab_free_locked(z->shpool, node);
     }
 }
@@ -785,7 +770,7 @@ ngx_http_oip_adm_reclaim(ngx_http_oip_adm_zone_t *z,
 
             ngx_log_error(NGX_LOG_WARN, log, 0,
                           "oip: admission key \"%*s\": the share of "
-                          "process %P, gone, reclaimed", (size_t) node->len,
+                          "process %P, gone, reclaimed", node->sn.str.len,
                           node->key, s->pid);
 
             /* what it frees may grant the rest: walk on from the head */
@@ -848,42 +833,4 @@ ngx_http_oip_adm_retry(ngx_http_oip_adm_node_t *node)
     }
 
     return (ngx_uint_t) ((usec + 999999) / 1000000);
-}
-
-
-static void
-ngx_http_oip_adm_rbtree_insert(ngx_rbtree_node_t *temp,
-    ngx_rbtree_node_t *node, ngx_rbtree_node_t *sentinel)
-{
-    ngx_rbtree_node_t        **p;
-    ngx_http_oip_adm_node_t   *a, *b;
-
-    for ( ;; ) {
-
-        if (node->key < temp->key) {
-            p = &temp->left;
-
-        } else if (node->key > temp->key) {
-            p = &temp->right;
-
-        } else {
-            a = (ngx_http_oip_adm_node_t *) node;
-            b = (ngx_http_oip_adm_node_t *) temp;
-
-            p = (ngx_memn2cmp(a->key, b->key, a->len, b->len) < 0)
-                ? &temp->left : &temp->right;
-        }
-
-        if (*p == sentinel) {
-            break;
-        }
-
-        temp = *p;
-    }
-
-    *p = node;
-    node->parent = temp;
-    node->left = sentinel;
-    node->right = sentinel;
-    ngx_rbt_red(node);
 }
