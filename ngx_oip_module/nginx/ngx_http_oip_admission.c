@@ -631,6 +631,60 @@ ngx_http_oip_admission_end(ngx_http_oip_ctx_t *ctx)
 }
 
 
+/*
+ * The runtime answered that its own queue is full (a 429, or Triton's
+ * 503 "Exceeds maximum queue size"): a 429 to the client, with the
+ * runtime's Retry-After or 1, counted as the runtime's refusal.
+ */
+
+ngx_int_t
+ngx_http_oip_admission_overload(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx)
+{
+    ngx_str_t         name, value;
+    ngx_uint_t        i;
+    ngx_list_part_t  *part;
+    ngx_table_elt_t  *h;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: the runtime's queue is full (%ui): 429",
+                   r->headers_out.status);
+
+    ctx->adm.state = NGX_HTTP_OIP_ADM_RUNTIME;
+    r->headers_out.status = NGX_HTTP_TOO_MANY_REQUESTS;
+    ngx_str_null(&r->headers_out.status_line);
+
+    part = &r->headers_out.headers.part;
+    h = part->elts;
+
+    for (i = 0; /* void */; i++) {
+
+        if (i >= part->nelts) {
+            if (part->next == NULL) {
+                break;
+            }
+
+            part = part->next;
+            h = part->elts;
+            i = 0;
+        }
+
+        if (h[i].hash && h[i].key.len == sizeof("Retry-After") - 1
+            && ngx_strncasecmp(h[i].key.data, (u_char *) "Retry-After",
+                               sizeof("Retry-After") - 1) == 0)
+        {
+            return NGX_OK;
+        }
+    }
+
+    ngx_str_set(&name, "Retry-After");
+    ngx_str_set(&value, "1");
+
+    return ngx_http_oip_header_push(&r->headers_out.headers, &name, &value)
+           ? NGX_OK : NGX_ERROR;
+}
+
+
 /* its outcome, for the variables and the metrics */
 
 ngx_http_oip_adm_e

@@ -106,7 +106,7 @@ static ngx_str_t  ngx_http_oip_m_outcomes[] = {
 
 static ngx_str_t  ngx_http_oip_m_admission[] = {
     ngx_string("admitted"), ngx_string("queued"), ngx_string("shed"),
-    ngx_string("timeout"), ngx_string("cancelled")
+    ngx_string("timeout"), ngx_string("cancelled"), ngx_string("runtime")
 };
 
 /* the histograms: oip_conversion_seconds each way, oip_queue_seconds */
@@ -404,7 +404,7 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
         adm = ngx_http_oip_admission_result(ctx);
         (void) ngx_atomic_fetch_add(&c->admission[adm - 1], 1);
 
-        if (adm != NGX_HTTP_OIP_ADM_SHED) {
+        if (adm != NGX_HTTP_OIP_ADM_SHED && ctx->adm.zone) {
             ngx_http_oip_metrics_observe(c, 2,
                               (adm == NGX_HTTP_OIP_ADM_CANCELLED)
                               ? ngx_http_oip_usec() - ctx->adm.start
@@ -836,10 +836,6 @@ ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
     ngx_http_oip_mslot_t  *s;
     ngx_http_oip_mfind_t   f;
 
-    if (zones == NULL) {
-        return p;
-    }
-
     /* the blocks as they were when the sums were made: n of them */
 
     f.z = z;
@@ -876,6 +872,12 @@ ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
         p = ngx_http_oip_metrics_histogram(p, &z->sh->slot[i], 2);
     }
 
+    /* the gauges: with no zone (a runtime's 429s counted alone) none */
+
+    if (zones == NULL) {
+        goto done;
+    }
+
     zp = zones->elts;
 
     for (k = 0; k < zones->nelts; k++) {
@@ -900,6 +902,8 @@ ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
                                        &z->sh->slot[i]);
         p = ngx_sprintf(p, "\"} %uL\n", sums[n + i]);
     }
+
+done:
 
 #undef ngx_http_oip_head
 

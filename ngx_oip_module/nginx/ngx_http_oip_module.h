@@ -196,10 +196,11 @@ typedef enum {
     NGX_HTTP_OIP_ADM_SHED,             /* refused: queue full, too big */
     NGX_HTTP_OIP_ADM_TIMEOUT,          /* its wait ran out */
     NGX_HTTP_OIP_ADM_CANCELLED,        /* its client left while it waited */
+    NGX_HTTP_OIP_ADM_RUNTIME,          /* the runtime's queue was full */
     NGX_HTTP_OIP_ADM_WAITING           /* parked now */
 } ngx_http_oip_adm_e;
 
-#define NGX_HTTP_OIP_ADM_RESULTS       5
+#define NGX_HTTP_OIP_ADM_RESULTS       6
 
 /* a share: a record in the admission zone */
 typedef struct ngx_http_oip_share_s  ngx_http_oip_share_t;
@@ -437,6 +438,8 @@ ngx_int_t ngx_http_oip_admission(ngx_http_request_t *r,
 void ngx_http_oip_admission_upstream(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 void ngx_http_oip_admission_end(ngx_http_oip_ctx_t *ctx);
+ngx_int_t ngx_http_oip_admission_overload(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 ngx_http_oip_adm_e ngx_http_oip_admission_result(ngx_http_oip_ctx_t *ctx);
 
 /* its shared-memory zone (ngx_http_oip_admission_zone.c) */

@@ -139,15 +139,31 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
      * An answer is held when there may be something to do: a 200 to
      * reshape to the client's wish or to drop outputs from (or from the
      * cache: its id), an error from the upstream to give the protocol's
-     * shape.
+     * shape; under oip_upstream_errors pass, a small 503 that may say
+     * the runtime's own queue is full (a 429 says it in its status).
      */
+
+    if (r->headers_out.status == NGX_HTTP_TOO_MANY_REQUESTS && r->upstream
+        && olcf->errors == NGX_HTTP_OIP_ERRORS_PASS)
+    {
+        if (ngx_http_oip_admission_overload(r, ctx) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        return ngx_http_next_header_filter(r);
+    }
 
     if (r->header_only || r->method == NGX_HTTP_HEAD
         || !((r->headers_out.status == NGX_HTTP_OK
               && (ctx->ans.manage || r->cached))
              || (r->headers_out.status >= NGX_HTTP_BAD_REQUEST
                  && r->upstream
-                 && olcf->errors == NGX_HTTP_OIP_ERRORS_REWRITE)))
+                 && (olcf->errors == NGX_HTTP_OIP_ERRORS_REWRITE
+                     || (r->headers_out.status
+                         == NGX_HTTP_SERVICE_UNAVAILABLE
+                         && r->headers_out.content_length_n >= 0
+                         && r->headers_out.content_length_n
+                            <= NGX_HTTP_OIP_ERROR_MAX)))))
     {
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "oip: answer %ui passed on as it is",
@@ -693,9 +709,11 @@ ngx_http_oip_answered(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 static ngx_int_t
 ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    oip_alloc_t       alloc;
-    oip_header_t      type;
-    oip_result_t      res;
+    int                       rc;
+    oip_alloc_t               alloc;
+    oip_header_t              type;
+    oip_result_t              res;
+    ngx_http_oip_loc_conf_t  *olcf;
 
     type.data = r->headers_out.content_type.data;
     type.len = r->headers_out.content_type.len;
@@ -703,11 +721,29 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     ngx_http_oip_allocator(r, &alloc);
 
-    if (oip_response_error(&res, &alloc, r->headers_out.status, &type,
-                           ctx->ans.buf ? ctx->ans.buf : (u_char *) "",
-                           ctx->ans.len)
-        == 0)
+    rc = oip_response_error(&res, &alloc, r->headers_out.status, &type,
+                            ctx->ans.buf ? ctx->ans.buf : (u_char *) "",
+                            ctx->ans.len);
+
+    /* the runtime's own queue is full: the client may come back */
+
+    if (r->headers_out.status == NGX_HTTP_TOO_MANY_REQUESTS
+        || (r->headers_out.status == NGX_HTTP_SERVICE_UNAVAILABLE
+            && res.reason == OIP_REASON_QUEUE_FULL))
     {
+        if (ngx_http_oip_admission_overload(r, ctx) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    if (olcf->errors == NGX_HTTP_OIP_ERRORS_PASS) {
+        /* held only to be read */
+        return ngx_http_oip_send_held(r, ctx);
+    }
+
+    if (rc == 0) {
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "oip: error answer %ui already in the protocol's "
                        "shape", r->headers_out.status);

@@ -325,7 +325,7 @@ ngx_http_oip_var_admission(ngx_http_request_t *r,
 
     static ngx_str_t  results[] = {
         ngx_string("admitted"), ngx_string("queued"), ngx_string("shed"),
-        ngx_string("timeout"), ngx_string("cancelled")
+        ngx_string("timeout"), ngx_string("cancelled"), ngx_string("runtime")
     };
 
     ctx = ngx_http_oip_var_ctx(r);
@@ -360,7 +360,7 @@ ngx_http_oip_var_queue_time(ngx_http_request_t *r,
 
     ctx = ngx_http_oip_var_ctx(r);
 
-    if (ctx == NULL || ctx->adm.state == NGX_HTTP_OIP_ADM_NONE
+    if (ctx == NULL || ctx->adm.zone == NULL
         || ctx->adm.state == NGX_HTTP_OIP_ADM_SHED
         || (data && !ctx->adm.handed))
     {

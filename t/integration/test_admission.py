@@ -543,6 +543,113 @@ class Admission(GatewayTestCase):
         self.assertEqual(wait_for(self.inflight, lambda v: v == 0), 0)
 
 
+class RuntimeOverload(GatewayTestCase):
+    """A runtime whose own queue is full: Triton's 503 "Exceeds maximum
+    queue size", or any runtime's 429, reaches the client as a 429 with
+    the runtime's Retry-After or 1, under either oip_upstream_errors;
+    another 503 stays a 503."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rt = cls.start_runtime()
+        cls.hooks = Hooks(cls.rt.port)
+        cls.rec = cls.start_recorder()
+        cls.hooks.call("PUT", "models/om", {"inputs": SIG, "outputs": SIG})
+        server = """
+        access_log {dir}/adm.log adm;
+        location /metrics {{ oip_metrics; }}
+        location /rewrite/ {{
+            oip on;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location /pass/ {{
+            oip on;
+            oip_upstream_errors pass;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}
+        location /rec/ {{
+            oip on;
+            proxy_pass http://127.0.0.1:{rec}/;
+        }}
+        location /recpass/ {{
+            oip on;
+            oip_upstream_errors pass;
+            proxy_pass http://127.0.0.1:{rec}/;
+        }}"""
+        cls.ngx = cls.start_nginx(server, workers=2, http="""
+            oip_metrics_zone zone=metrics:1m;
+            log_format adm '$oip_model $status $oip_admission';
+            """, rt=cls.rt.port, rec=cls.rec.port)
+
+    def post(self, path, model="om"):
+        return self.ngx.post("/%s/v2/models/%s/infer" % (path, model),
+                             body())
+
+    def test_triton_queue_full(self):
+        for path in ("rewrite", "pass"):
+            with self.subTest(path=path):
+                self.hooks.call("PUT", "service/om", {
+                    "seconds": 1.0, "instances": 1, "max_queue": 1})
+                self.hooks.call("POST", "highwater/reset")
+                held = [threading.Thread(target=self.post, args=(path,))
+                        for _ in range(2)]
+                for t in held:
+                    t.start()
+                wait_for(lambda: self.hooks.call("GET", "highwater")
+                         .get("om", {}).get("now", 0), lambda v: v >= 2)
+                resp = self.post(path)
+                for t in held:
+                    t.join()
+                self.assertJSONError(resp, 429, "[request id: <id_unknown>] "
+                                     "Exceeds maximum queue size")
+                self.assertEqual(resp[1].get("retry-after"), "1")
+        lines = wait_for(lambda: self.log_lines("429"),
+                         lambda v: len(v) >= 2)
+        self.assertEqual([l[2] for l in lines], ["runtime"] * 2)
+        m = wait_for(self.metrics, lambda m: m.get(
+            'oip_admission_total{model="om",result="runtime"}') == 2)
+        self.assertEqual(m.get(
+            'oip_admission_total{model="om",result="runtime"}'), 2)
+
+    def test_any_429(self):
+        for path in ("rec", "recpass"):
+            for retry in ("7", None):
+                with self.subTest(path=path, retry=retry):
+                    self.rec.answer = (429, {
+                        "Content-Type": "application/json",
+                        "Retry-After": retry}, b'{"error":"busy"}')
+                    st, headers, data = self.post(path, "rm")
+                    self.assertEqual(st, 429, data)
+                    self.assertEqual(headers.get("retry-after"),
+                                     retry or "1")
+                    self.assertEqual(json.loads(data), {"error": "busy"})
+
+    def test_other_503_untouched(self):
+        for path in ("rec", "recpass"):
+            with self.subTest(path=path):
+                self.rec.answer = (503, {"Content-Type": "application/json"},
+                                   b'{"error":"Server is not ready"}')
+                st, headers, data = self.post(path, "rm")
+                self.assertEqual(st, 503, data)
+                self.assertNotIn("retry-after", headers)
+                self.assertEqual(json.loads(data),
+                                 {"error": "Server is not ready"})
+
+    def log_lines(self, status):
+        path = os.path.join(self.ngx.dir, "adm.log")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            return [l.split() for l in f
+                    if l.split()[:2] == ["om", status]]
+
+    def metrics(self):
+        st, _, text = self.ngx.request("GET", "/metrics")
+        return {k: float(v) for k, v in (
+            l.rsplit(" ", 1) for l in text.decode().splitlines()
+            if l and not l.startswith("#"))}
+
+
 @plain_only
 class Killed(GatewayTestCase):
     """A worker killed with SIGKILL while it holds shares: its successor

@@ -91,7 +91,16 @@ Test hooks, under /_test/, a path no runtime has (JSON in and out):
                                  answered; at most N at once, the others
                                  wait inside the runtime, first come first
                                  served, as in Triton's queue.  S >= 0, N
-                                 >= 1; {"seconds": 0} or {"mode": "none"}
+                                 >= 1; "max_queue": Q (Triton's
+                                 max_queue_size; 0, the default, none):
+                                 the Q+1th waiting is refused as Triton
+                                 refuses it (503 "[request id: ID]
+                                 Exceeds maximum queue size"); only
+                                 Triton has such an answer (OVMS, KServe,
+                                 MLServer queue without bound), a test
+                                 sets it for the triton family only;
+                                 {"seconds": 0} or
+                                 {"mode": "none"}
                                  (or DELETE) clears it.  Only requests that
                                  are read and valid take an instance
   GET    /_test/highwater        {"m": {"concurrent", "running", "bytes",
@@ -448,8 +457,9 @@ class Service:
     an instance before the waiter it was released to wakes up: here a
     release hands the instance to the first waiter.)"""
 
-    def __init__(self, seconds, instances):
+    def __init__(self, seconds, instances, max_queue=0):
         self.seconds, self.free = seconds, instances
+        self.max_queue = max_queue
         self.lock = threading.Lock()
         self.waiting = collections.deque()
 
@@ -458,6 +468,8 @@ class Service:
             if self.free and not self.waiting:
                 self.free -= 1
                 return
+            if self.max_queue and len(self.waiting) >= self.max_queue:
+                raise QueueFull()
             turn = threading.Event()
             self.waiting.append(turn)
         turn.wait()
@@ -468,6 +480,10 @@ class Service:
                 self.waiting.popleft().set()
             else:
                 self.free += 1
+
+
+class QueueFull(Exception):
+    """A service's queue at its max_queue (Triton's max_queue_size)."""
 
 
 class Flight:
@@ -910,6 +926,11 @@ class Runtime:
         try:
             with self.instance(model_name, flight):
                 results = {t.name: t for t in model.run(tensors)}
+        except QueueFull:
+            # core's scheduler_utils.cc: UNAVAILABLE, the HTTP front's 503
+            ident = req.get("id") if isinstance(req.get("id"), str) else ""
+            raise InferError("[request id: %s] Exceeds maximum queue size"
+                             % (ident or "<id_unknown>"), 503)
         except ModelFailed as e:
             if self.family == "mlserver":
                 # parallel_workers 0, debug off: Starlette's own answer
@@ -1302,9 +1323,11 @@ class Handler(BaseHTTPRequestHandler):
     @staticmethod
     def service_spec(doc):
         """A PUT /_test/service body as a Service, or None: cleared."""
-        form = ('the body is {"seconds": S, "instances": N} (S >= 0, N >= '
-                '1), or {"mode": "none"}')
-        unknown = sorted(set(doc) - {"seconds", "instances", "mode"})
+        form = ('the body is {"seconds": S, "instances": N, "max_queue": Q} '
+                '(S >= 0, N >= 1, Q >= 0: Triton\'s max_queue_size, 0 '
+                'none), or {"mode": "none"}')
+        unknown = sorted(set(doc) - {"seconds", "instances", "max_queue",
+                                     "mode"})
         if unknown:
             raise ValueError("unknown member '%s': %s" % (unknown[0], form))
         if "mode" in doc:
@@ -1324,9 +1347,14 @@ class Handler(BaseHTTPRequestHandler):
                 or instances < 1:
             raise ValueError("instances must be an integer >= 1, not %s"
                              % json.dumps(instances))
+        max_queue = doc.get("max_queue", 0)
+        if isinstance(max_queue, bool) or not isinstance(max_queue, int) \
+                or max_queue < 0:
+            raise ValueError("max_queue must be an integer >= 0, not %s"
+                             % json.dumps(max_queue))
         if seconds == 0:
             return None
-        return Service(float(seconds), instances)
+        return Service(float(seconds), instances, max_queue)
 
     @staticmethod
     def signature_spec(doc, key):
