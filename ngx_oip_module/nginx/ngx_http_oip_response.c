@@ -572,6 +572,17 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         return ngx_http_oip_answer_body(r, ctx, res.segs, res.nsegs);
 
     case NGX_DECLINED:
+
+        /* a gRPC UNAVAILABLE in Triton's words: its queue is full */
+
+        if (r->headers_out.status == NGX_HTTP_SERVICE_UNAVAILABLE
+            && oip_error_words((uint8_t *) res.error, ngx_strlen(res.error))
+               == OIP_REASON_QUEUE_FULL
+            && ngx_http_oip_admission_overload(r, ctx) != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+
         return ngx_http_oip_answer_error(r, ctx, (u_char *) res.error,
                                          ngx_strlen(res.error));
 

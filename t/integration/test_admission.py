@@ -554,6 +554,7 @@ class RuntimeOverload(GatewayTestCase):
         cls.rt = cls.start_runtime()
         cls.hooks = Hooks(cls.rt.port)
         cls.rec = cls.start_recorder()
+        cls.grpc = cls.start_grpc_runtime()
         cls.hooks.call("PUT", "models/om", {"inputs": SIG, "outputs": SIG})
         server = """
         access_log {dir}/adm.log adm;
@@ -575,11 +576,16 @@ class RuntimeOverload(GatewayTestCase):
             oip on;
             oip_upstream_errors pass;
             proxy_pass http://127.0.0.1:{rec}/;
+        }}
+        location /grpc/ {{
+            oip on;
+            oip_upstream_protocol grpc;
+            grpc_pass grpc://127.0.0.1:{grpc};
         }}"""
         cls.ngx = cls.start_nginx(server, workers=2, http="""
             oip_metrics_zone zone=metrics:1m;
             log_format adm '$oip_model $status $oip_admission';
-            """, rt=cls.rt.port, rec=cls.rec.port)
+            """, rt=cls.rt.port, rec=cls.rec.port, grpc=cls.grpc.port)
 
     def post(self, path, model="om"):
         return self.ngx.post("/%s/v2/models/%s/infer" % (path, model),
@@ -623,6 +629,25 @@ class RuntimeOverload(GatewayTestCase):
                     self.assertEqual(headers.get("retry-after"),
                                      retry or "1")
                     self.assertEqual(json.loads(data), {"error": "busy"})
+
+    def test_grpc_unavailable(self):
+        """Triton's gRPC front: UNAVAILABLE with the same words."""
+        for message, status in (
+                ("[request id: <id_unknown>] Exceeds maximum queue size",
+                 429),
+                ("Request timeout expired", 503)):
+            with self.subTest(message=message):
+                self.grpc.hook("PUT", "/_test/fault", {
+                    "mode": "status", "code": "UNAVAILABLE",
+                    "message": message, "times": 1})
+                resp = self.ngx.post("/grpc/v2/models/simple/infer",
+                                     json.dumps({"inputs": [
+                                         {"name": n, "datatype": "INT32",
+                                          "shape": [1, 16], "data": [1] * 16}
+                                         for n in ("INPUT0", "INPUT1")]}))
+                self.assertJSONError(resp, status, message)
+                self.assertEqual(resp[1].get("retry-after"),
+                                 "1" if status == 429 else None)
 
     def test_other_503_untouched(self):
         for path in ("rec", "recpass"):
