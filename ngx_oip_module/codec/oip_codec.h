@@ -322,6 +322,14 @@ typedef struct {
                                               client, from the upstream */
     oip_shape_e            out_form;       /* as they go on: to the
                                               upstream, to the client */
+
+    /* requests: the request-level "priority" and "timeout" (µs), as
+     * Triton reads them (unsigned integers; here below 2^63, what
+     * gRPC's int64_param carries) */
+    uint64_t               priority;
+    uint64_t               timeout;
+    unsigned               has_priority:1;
+    unsigned               has_timeout:1;
 } oip_result_t;
 
 

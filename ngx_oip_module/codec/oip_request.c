@@ -51,6 +51,7 @@ static int oip_request_envelope(oip_msg_t *m);
 static int oip_parse_outputs(oip_req_t *rq);
 static int oip_parse_params(oip_req_t *rq, const char *flag,
     const oip_label_t *label, oip_flagged_t *f, oip_walk_t *outer);
+static int oip_request_uint(oip_req_t *rq, const oip_str_t *key);
 static const char *oip_label(const oip_label_t *l, char *buf, size_t size);
 static oip_act_e oip_request_act(oip_msg_t *m, oip_item_t *it);
 static int oip_request_fit(oip_req_t *rq, oip_item_t *it);
@@ -753,6 +754,17 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
 
         is_flag = oip_json_str_eq(&w.key, flag, flen);
 
+        if (f == &rq->top
+            && (oip_json_str_eq(&w.key, "priority", 8)
+                || oip_json_str_eq(&w.key, "timeout", 7)))
+        {
+            if (oip_request_uint(rq, &w.key) != 0) {
+                return -1;
+            }
+
+            continue;
+        }
+
         if (is_flag) {
             if (c != 't' && c != 'f') {
                 return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s: %s must "
@@ -784,6 +796,66 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
 
     /* the "parameters" member itself, in the object it is a member of */
     oip_walk_note(outer, &f->params, j->p);
+
+    return 0;
+}
+
+
+/*
+ * A request-level "priority" or "timeout": an unsigned integer, as
+ * Triton reads them (MemberAsUInt: a fraction, a sign, a string are
+ * its 500), below 2^63, which gRPC's int64_param carries.  A precise
+ * 400 here; the value kept for the glue.
+ */
+
+static int
+oip_request_uint(oip_req_t *rq, const oip_str_t *key)
+{
+    int             timeout;
+    uint64_t        v;
+    oip_json_t     *j;
+    const uint8_t  *p, *start;
+
+    j = &rq->m.j;
+    timeout = (key->len == 7);
+    start = j->p;
+
+    if (oip_json_skip(j) != 0) {
+        return -1;
+    }
+
+    v = 0;
+
+    for (p = start; p < j->p && *p >= '0' && *p <= '9'; p++) {
+        if (v > (UINT64_C(0x7fffffffffffffff) - (uint64_t) (*p - '0')) / 10) {
+            break;
+        }
+
+        v = v * 10 + (uint64_t) (*p - '0');
+    }
+
+    while (p < j->p && oip_json_ws_map[*p]) {
+        p++;
+    }
+
+    if (p == start || p != j->p) {
+        return oip_fail(&rq->m.c, 400, OIP_REASON_DATATYPE, "the request: "
+                        "parameter \"%s\" must be an integer from 0 to "
+                        "9223372036854775807 (%s), not %.*s",
+                        timeout ? "timeout" : "priority",
+                        timeout ? "microseconds, 0: none"
+                                : "1 the highest level, 0 the default",
+                        (int) oip_utf8_cut(start, j->p - start, 32), start);
+    }
+
+    if (timeout) {
+        rq->timeout = v;
+        rq->has_timeout = 1;
+
+    } else {
+        rq->priority = v;
+        rq->has_priority = 1;
+    }
 
     return 0;
 }
@@ -1125,6 +1197,11 @@ oip_request_stats(oip_req_t *rq, oip_result_t *res)
 
     res->in_form = rq->raw ? OIP_SHAPE_RAW : in;
     res->out_form = up;
+
+    res->priority = rq->priority;
+    res->timeout = rq->timeout;
+    res->has_priority = rq->has_priority;
+    res->has_timeout = rq->has_timeout;
 
     if (rq->id.data == NULL) {
         return 0;

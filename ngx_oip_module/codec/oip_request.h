@@ -45,10 +45,14 @@ typedef struct {
     uint8_t               *sig_seen;    /* per declared input */
 
     oip_str_t              id;          /* a string "id" */
+    uint64_t               priority;    /* parameters.priority */
+    uint64_t               timeout;     /* parameters.timeout, µs */
 
     unsigned               id_other:1;  /* an "id" neither string nor null */
     unsigned               raw:1;
     unsigned               misfit:1;    /* refused by the signature */
+    unsigned               has_priority:1;
+    unsigned               has_timeout:1;
 } oip_req_t;
 
 

@@ -238,6 +238,10 @@ typedef struct {
     size_t                 answer_bytes;  /* its tensors, given */
     ngx_uint_t             answer_form;   /* oip_shape_e, as given */
     ngx_uint_t             sig_lookup;    /* NGX_HTTP_OIP_LOOKUP_*, or 0 */
+    uint64_t               priority;      /* parameters.priority */
+    uint64_t               timeout;       /* parameters.timeout, µs */
+    unsigned               has_priority:1;
+    unsigned               has_timeout:1;
     unsigned               counted:1;     /* the request's values are set */
     unsigned               answer_timed:1; /* the answer was converted */
 } ngx_http_oip_vars_t;

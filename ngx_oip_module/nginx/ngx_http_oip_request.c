@@ -546,6 +546,10 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ctx->vars.tensor_bytes = res->tensor_bytes;
     ctx->vars.in_form = res->in_form;
     ctx->vars.upstream_form = res->out_form;
+    ctx->vars.priority = res->priority;
+    ctx->vars.timeout = res->timeout;
+    ctx->vars.has_priority = res->has_priority;
+    ctx->vars.has_timeout = res->has_timeout;
 
     ngx_log_debug8(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: request valid: rewritten:%d raw:%d "

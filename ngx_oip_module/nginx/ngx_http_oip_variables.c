@@ -16,7 +16,9 @@
 typedef enum {
     NGX_HTTP_OIP_VAR_INPUTS = 0,
     NGX_HTTP_OIP_VAR_ELEMENTS,
-    NGX_HTTP_OIP_VAR_TENSOR_BYTES
+    NGX_HTTP_OIP_VAR_TENSOR_BYTES,
+    NGX_HTTP_OIP_VAR_PRIORITY,
+    NGX_HTTP_OIP_VAR_TIMEOUT
 } ngx_http_oip_var_count_e;
 
 
@@ -79,6 +81,12 @@ static ngx_http_variable_t  ngx_http_oip_vars[] = {
 
     { ngx_string("oip_digest"), NULL, ngx_http_oip_var_string,
       offsetof(ngx_http_oip_ctx_t, vars.digest), NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_priority"), NULL, ngx_http_oip_var_count,
+      NGX_HTTP_OIP_VAR_PRIORITY, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_timeout"), NULL, ngx_http_oip_var_count,
+      NGX_HTTP_OIP_VAR_TIMEOUT, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("oip_admission"), NULL, ngx_http_oip_var_admission, 0,
       NGX_HTTP_VAR_NOCACHEABLE, 0 },
@@ -241,8 +249,23 @@ ngx_http_oip_var_count(ngx_http_request_t *r, ngx_http_variable_value_t *v,
     case NGX_HTTP_OIP_VAR_ELEMENTS:
         n = ctx->vars.elements;
         break;
+    case NGX_HTTP_OIP_VAR_PRIORITY:
+        n = ctx->vars.priority;
+        break;
+    case NGX_HTTP_OIP_VAR_TIMEOUT:
+        n = ctx->vars.timeout;
+        break;
     default:
         n = ctx->vars.tensor_bytes;
+    }
+
+    /* an absent priority; an absent timeout, or 0: none */
+
+    if ((data == NGX_HTTP_OIP_VAR_PRIORITY && !ctx->vars.has_priority)
+        || (data == NGX_HTTP_OIP_VAR_TIMEOUT && n == 0))
+    {
+        v->not_found = 1;
+        return NGX_OK;
     }
 
     p = ngx_pnalloc(r->pool, NGX_INT64_LEN);

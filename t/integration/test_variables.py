@@ -20,7 +20,8 @@ from oiptest import GatewayTestCase, IHCL, binary_body, run_tests, wait_for
 VARS = ["oip_model", "oip_model_version", "oip_request_id", "oip_inputs",
         "oip_elements", "oip_tensor_bytes", "oip_in_form",
         "oip_upstream_form", "oip_error", "oip_reason", "oip_convert_time",
-        "oip_digest", "status", "request_uri"]
+        "oip_digest", "oip_priority", "oip_timeout", "status",
+        "request_uri"]
 
 
 class Variables(GatewayTestCase):
@@ -95,6 +96,37 @@ class Variables(GatewayTestCase):
     def check(self, fields, **want):
         for k, v in want.items():
             self.assertEqual(fields["oip_" + k], v, (k, fields))
+
+    def test_priority_and_timeout(self):
+        """The request-level priority and timeout, in every form: JSON,
+        binary (in its JSON header), passed on as they came."""
+        def doc(params):
+            return {"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                                "shape": [1], "data": [1]}],
+                    "parameters": params}
+        for n, (params, prio, tmo) in enumerate([
+                ({"priority": 1, "timeout": 5000}, "1", "5000"),
+                ({"priority": 0, "timeout": 0}, "0", ""),
+                ({}, "", "")]):
+            uri = "/keep/v2/models/identity/infer?n=%d" % n
+            self.assertEqual(self.post(uri, json.dumps(doc(params)))[0], 200)
+            self.check(self.logged(uri), priority=prio, timeout=tmo)
+        header = {"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                              "shape": [1], "parameters":
+                              {"binary_data_size": 4}}],
+                  "parameters": {"priority": 2, "timeout": 7}}
+        body, ihcl = binary_body(header, [struct.pack("<f", 1)])
+        uri = "/keep/v2/models/identity/infer?n=binary"
+        st, _, out = self.post(uri, body, {IHCL: str(ihcl)})
+        self.assertEqual(st, 200, out)
+        self.check(self.logged(uri), priority="2", timeout="7")
+        for bad in (-1, 1.5, "1", True):
+            uri = "/keep/v2/models/identity/infer?bad=%s" % bad
+            st, _, out = self.post(uri, json.dumps(doc({"priority": bad})))
+            self.assertEqual(st, 400, out)
+            self.assertIn('parameter "priority" must be an integer from 0 '
+                          'to 9223372036854775807', json.loads(out)["error"])
+            self.check(self.logged(uri), priority="", reason="datatype")
 
     def test_json_converted(self):
         uri = "/binary/v2/models/identity/infer"

@@ -1066,6 +1066,61 @@ test_body_file(void)
 }
 
 
+/* the request-level priority and timeout, read as Triton reads them */
+
+static void
+test_priority_timeout(void)
+{
+    int          st;
+    run_t        r;
+    const char  *json;
+
+    static const char *bad[] = {
+        "-1", "1.0", "1e3", "\"1\"", "true", "9223372036854775808",
+        "18446744073709551616"
+    };
+    size_t  i;
+    char    buf[256];
+
+    json = "{\"inputs\":[{\"name\":\"x\",\"shape\":[1],"
+           "\"datatype\":\"INT32\",\"data\":[1]}],\"parameters\":"
+           "{\"priority\":2,\"timeout\": 9223372036854775807 }}";
+    st = run(&r, OIP_FORM_KEEP, json, strlen(json), NULL, 0, -1);
+    ok(st == 0 && r.req.has_priority && r.req.priority == 2
+       && r.req.has_timeout && r.req.timeout == UINT64_C(9223372036854775807),
+       "priority 2 and the largest timeout read");
+    run_free(&r);
+
+    json = "{\"inputs\":[{\"name\":\"x\",\"shape\":[1],"
+           "\"datatype\":\"INT32\",\"data\":[1],\"parameters\":"
+           "{\"priority\":\"x\"}}]}";
+    st = run(&r, OIP_FORM_KEEP, json, strlen(json), NULL, 0, -1);
+    ok(st == 0 && !r.req.has_priority && !r.req.has_timeout,
+       "an input's \"priority\" is the input's own, not read");
+    run_free(&r);
+
+    json = "{\"inputs\":[{\"name\":\"x\",\"shape\":[1],"
+           "\"datatype\":\"INT32\",\"data\":[1]}],\"parameters\":"
+           "{\"priority\":0}}";
+    st = run(&r, OIP_FORM_KEEP, json, strlen(json), NULL, 0, -1);
+    ok(st == 0 && r.req.has_priority && r.req.priority == 0
+       && !r.req.has_timeout, "priority 0 kept as 0, no timeout");
+    run_free(&r);
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        snprintf(buf, sizeof(buf), "{\"inputs\":[{\"name\":\"x\","
+                 "\"shape\":[1],\"datatype\":\"INT32\",\"data\":[1]}],"
+                 "\"parameters\":{\"%s\":%s}}",
+                 (i % 2) ? "timeout" : "priority", bad[i]);
+        reject(OIP_FORM_KEEP, buf, strlen(buf), NULL, 0, -1, 400,
+               (i % 2) ? "parameter \"timeout\" must be an integer from 0 "
+                         "to 9223372036854775807"
+                       : "parameter \"priority\" must be an integer from 0 "
+                         "to 9223372036854775807");
+    }
+}
+
+
 int
 main(void)
 {
@@ -1081,6 +1136,7 @@ main(void)
     test_stats();
     test_reasons();
     test_body_file();
+    test_priority_timeout();
 
     return tap_done();
 }
