@@ -37,6 +37,9 @@ static void ngx_http_oip_admission_finalize(ngx_http_request_t *r,
     ngx_int_t rc);
 
 
+static ngx_str_t  ngx_http_oip_retry_after = ngx_string("Retry-After");
+
+
 /* this worker's parked requests, and its poll */
 static ngx_queue_t  ngx_http_oip_parked;
 static ngx_event_t  ngx_http_oip_poll;
@@ -348,9 +351,7 @@ ngx_http_oip_admission_refuse(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_uint_t status, ngx_uint_t retry, u_char *msg, u_char *last)
 {
     u_char     *p;
-    ngx_str_t   name, value;
-
-    static ngx_str_t  retry_after = ngx_string("Retry-After");
+    ngx_str_t   value;
 
     *last = '\0';
 
@@ -360,11 +361,11 @@ ngx_http_oip_admission_refuse(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
         }
 
-        name = retry_after;
         value.data = p;
         value.len = ngx_sprintf(p, "%ui", retry) - p;
 
-        if (ngx_http_oip_header_push(&r->headers_out.headers, &name, &value)
+        if (ngx_http_oip_header_push(&r->headers_out.headers,
+                                     &ngx_http_oip_retry_after, &value)
             == NULL)
         {
             return NGX_HTTP_INTERNAL_SERVER_ERROR;
@@ -641,10 +642,8 @@ ngx_int_t
 ngx_http_oip_admission_overload(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx)
 {
-    ngx_str_t         name, value;
-    ngx_uint_t        i;
-    ngx_list_part_t  *part;
-    ngx_table_elt_t  *h;
+    ngx_str_t     value;
+    oip_header_t  h;
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: the runtime's queue is full (%ui): 429",
@@ -654,33 +653,18 @@ ngx_http_oip_admission_overload(ngx_http_request_t *r,
     r->headers_out.status = NGX_HTTP_TOO_MANY_REQUESTS;
     ngx_str_null(&r->headers_out.status_line);
 
-    part = &r->headers_out.headers.part;
-    h = part->elts;
+    /* the runtime's own, else 1 */
 
-    for (i = 0; /* void */; i++) {
-
-        if (i >= part->nelts) {
-            if (part->next == NULL) {
-                break;
-            }
-
-            part = part->next;
-            h = part->elts;
-            i = 0;
-        }
-
-        if (h[i].hash && h[i].key.len == sizeof("Retry-After") - 1
-            && ngx_strncasecmp(h[i].key.data, (u_char *) "Retry-After",
-                               sizeof("Retry-After") - 1) == 0)
-        {
-            return NGX_OK;
-        }
+    if (ngx_http_oip_header(&r->headers_out.headers,
+                            &ngx_http_oip_retry_after, &h))
+    {
+        return NGX_OK;
     }
 
-    ngx_str_set(&name, "Retry-After");
     ngx_str_set(&value, "1");
 
-    return ngx_http_oip_header_push(&r->headers_out.headers, &name, &value)
+    return ngx_http_oip_header_push(&r->headers_out.headers,
+                                    &ngx_http_oip_retry_after, &value)
            ? NGX_OK : NGX_ERROR;
 }
 
