@@ -370,7 +370,6 @@ ngx_http_oip_admission_take(ngx_shm_zone_t *shm_zone,
     if (node->nwaiting >= c->queue
         || node->waiting_bytes + a->bytes > c->queue_bytes)
     {
-        a->waiting = node->nwaiting;
         a->retry = ngx_http_oip_adm_retry(node);
 
         ngx_shmtx_unlock(&z->shpool->mutex);

@@ -377,6 +377,9 @@ ngx_http_oip_grpc_status(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     ngx_http_clean_header(r);
 
+    /* what its words say, as oip_response_error() says it of REST's */
+    res->reason = oip_error_words((uint8_t *) res->error,
+                                  ngx_strlen(res->error));
     res->status = oip_grpc_http_status((unsigned) code);
     r->headers_out.status = res->status;
 

@@ -45,6 +45,8 @@ static void ngx_http_oip_convert_resume(ngx_http_request_t *r,
     ngx_int_t rc);
 static ngx_int_t ngx_http_oip_finish_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_overloaded(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
 static ngx_int_t ngx_http_oip_answer_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char *msg, size_t len);
 static ngx_int_t ngx_http_oip_send_held(ngx_http_request_t *r,
@@ -573,12 +575,10 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     case NGX_DECLINED:
 
-        /* a gRPC UNAVAILABLE in Triton's words: its queue is full */
+        /* a gRPC status has no 429 of its own: only Triton's words */
 
-        if (r->headers_out.status == NGX_HTTP_SERVICE_UNAVAILABLE
-            && oip_error_words((uint8_t *) res.error, ngx_strlen(res.error))
-               == OIP_REASON_QUEUE_FULL
-            && ngx_http_oip_admission_overload(r, ctx) != NGX_OK)
+        if (res.reason == OIP_REASON_QUEUE_FULL
+            && ngx_http_oip_overloaded(r, ctx, &res) != NGX_OK)
         {
             return NGX_ERROR;
         }
@@ -736,15 +736,8 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
                             ctx->ans.buf ? ctx->ans.buf : (u_char *) "",
                             ctx->ans.len);
 
-    /* the runtime's own queue is full: the client may come back */
-
-    if (r->headers_out.status == NGX_HTTP_TOO_MANY_REQUESTS
-        || (r->headers_out.status == NGX_HTTP_SERVICE_UNAVAILABLE
-            && res.reason == OIP_REASON_QUEUE_FULL))
-    {
-        if (ngx_http_oip_admission_overload(r, ctx) != NGX_OK) {
-            return NGX_ERROR;
-        }
+    if (ngx_http_oip_overloaded(r, ctx, &res) != NGX_OK) {
+        return NGX_ERROR;
     }
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
@@ -769,6 +762,27 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     return ngx_http_oip_answer_error(r, ctx, (u_char *) res.error,
                                      ngx_strlen(res.error));
+}
+
+
+/*
+ * An upstream error that says the runtime's own queue is full (a 429,
+ * or a 503 in Triton's words, REST's or gRPC's): the client may come
+ * back, a 429 (ngx_http_oip_admission_overload()).
+ */
+
+static ngx_int_t
+ngx_http_oip_overloaded(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    oip_result_t *res)
+{
+    if (r->headers_out.status == NGX_HTTP_TOO_MANY_REQUESTS
+        || (r->headers_out.status == NGX_HTTP_SERVICE_UNAVAILABLE
+            && res->reason == OIP_REASON_QUEUE_FULL))
+    {
+        return ngx_http_oip_admission_overload(r, ctx);
+    }
+
+    return NGX_OK;
 }
 
 

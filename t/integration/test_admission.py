@@ -36,7 +36,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import (BAD_LOG, MODULE, SINGLE, SLOW, GatewayTestCase, Nginx,
+from oiptest import (MODULE, SINGLE, SLOW, GatewayTestCase, Nginx, heavy,
                      plain_only, run_tests, wait_for)
 from test_examples import nginx_t
 from test_signatures import META, Hooks
@@ -500,7 +500,7 @@ class Admission(GatewayTestCase):
             self.assertEqual(st, 200, data)
         self.assertNotIn("admission zone is full", self.ngx.log())
 
-    @plain_only
+    @heavy
     def test_zone_full(self):
         """Keys all holding shares: no room for another, a 429 and a line
         in the error log; room again once they end."""
@@ -522,7 +522,7 @@ class Admission(GatewayTestCase):
 
     # 4. reload, SIGKILL
 
-    @plain_only
+    @heavy
     def test_reload_under_load(self):
         self.service("cm", 0.3)
         out = []
@@ -675,7 +675,7 @@ class RuntimeOverload(GatewayTestCase):
             if l and not l.startswith("#"))}
 
 
-@plain_only
+@heavy
 class Killed(GatewayTestCase):
     """A worker killed with SIGKILL while it holds shares: its successor
     reclaims them, and new requests are admitted."""

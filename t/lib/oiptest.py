@@ -48,6 +48,11 @@ SLOW = 20 if NGINX_WRAP else 1
 PASS = os.environ.get("OIP_PASS", "plain")
 # a test that is heavy or measures time runs in the plain pass only
 plain_only = unittest.skipUnless(PASS == "plain", "the plain pass only")
+# ./build.sh check, the edit-test loop: tests of seconds of sleep (kills,
+# reloads, a zone filled) wait for ./build.sh test's plain pass
+QUICK = os.environ.get("OIP_QUICK") == "1"
+heavy = unittest.skipUnless(PASS == "plain" and not QUICK,
+                            "./build.sh test's plain pass only")
 
 # valgrind runs --quiet: any line it writes is an error it found
 BAD_LOG = re.compile(r"\[(alert|emerg|crit)\]|exited on signal|"
