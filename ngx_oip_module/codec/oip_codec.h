@@ -193,6 +193,16 @@ typedef struct {
      */
     const oip_grpc_options_t *grpc;
 
+    /*
+     * requests: the priority that goes upstream, oip_priority's
+     * (priority_set) or the client's; with levels (0: none), 0 and
+     * anything above them mean default_level, as Triton reads them
+     */
+    uint64_t               levels;
+    uint64_t               default_level;
+    uint64_t               priority;
+    unsigned               priority_set:1;
+
     /* requests: the body given is also a file's bytes from its start */
     unsigned               body_file:1;
 
@@ -325,11 +335,22 @@ typedef struct {
 
     /* requests: the request-level "priority" and "timeout" (µs), as
      * Triton reads them (unsigned integers; here below 2^63, what
-     * gRPC's int64_param carries) */
+     * gRPC's int64_param carries); the priority the effective one, as
+     * it goes upstream (has_priority: sent, or set by the options) */
     uint64_t               priority;
     uint64_t               timeout;
     unsigned               has_priority:1;
     unsigned               has_timeout:1;
+
+    /*
+     * requests with a timeout: where the new body holds its value, for
+     * the remaining budget to be written when the request leaves; the
+     * width is fixed (JSON: digits, then spaces; gRPC, deadline_pb: a
+     * varint of 10 bytes), the budget never more than the client's
+     */
+    uint8_t               *deadline_at;
+    size_t                 deadline_len;
+    unsigned               deadline_pb:1;
 } oip_result_t;
 
 

@@ -146,6 +146,9 @@ oip_msg_run(oip_msg_t *m, oip_result_t *res)
         goto failed;
     }
 
+    res->deadline_at = m->slot;
+    res->deadline_len = m->slot_len;
+
     if (m->to_json && res->header_len > m->opt->max_json_size) {
         oip_fail(&m->c, 413, OIP_REASON_LIMIT, "%s would exceed "
                  "oip_max_json_size (%zu bytes)", m->kind->as_json,
@@ -1016,6 +1019,25 @@ oip_edit_text(oip_msg_t *m, const uint8_t *from, const uint8_t *to,
 }
 
 
+/* bytes written as they are, where the glue can find them (m->slot) */
+
+int
+oip_edit_slot(oip_msg_t *m, const uint8_t *from, const uint8_t *to)
+{
+    oip_edit_t  *e;
+
+    e = oip_edit_add(m, from, to, OIP_EDIT_SLOT, NULL);
+    if (e == NULL) {
+        return -1;
+    }
+
+    e->text = (const char *) from;
+    e->len = to - from;
+
+    return 0;
+}
+
+
 /*
  * A member, or an element of an array, and one comma next to it: the one
  * before it if it has one, else the one after.  When the member before
@@ -1355,6 +1377,16 @@ oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o)
         return 0;
 
     case OIP_EDIT_TEXT:
+        return oip_out_write(o, e->text, e->len);
+
+    case OIP_EDIT_SLOT:
+        if (oip_out_reserve(o, e->len) != 0) {
+            return -1;
+        }
+
+        m->slot = o->pos;
+        m->slot_len = e->len;
+
         return oip_out_write(o, e->text, e->len);
 
     case OIP_EDIT_PARAMS_NEW:

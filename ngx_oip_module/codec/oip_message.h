@@ -125,7 +125,8 @@ typedef enum {
     OIP_EDIT_PARAMS_NEW,     /* "parameters":{"binary_data_size":N} */
     OIP_EDIT_BDS_ADD,        /* ,"binary_data_size":N */
     OIP_EDIT_DATA_REPLACE,   /* "data":[...] */
-    OIP_EDIT_DATA_ADD        /* ,"data":[...] */
+    OIP_EDIT_DATA_ADD,       /* ,"data":[...] */
+    OIP_EDIT_SLOT            /* the bytes as they are, their place kept */
 } oip_edit_e;
 
 
@@ -189,6 +190,10 @@ struct oip_msg_s {
 
     /* another wire format, written from the items (NULL: by the edits) */
     int                  (*target)(oip_msg_t *m, oip_result_t *res);
+
+    /* where the OIP_EDIT_SLOT's bytes were written, or NULL */
+    uint8_t               *slot;
+    size_t                 slot_len;
 
     /* the body as it came, when it is also a file's (opt->body_file) */
     const uint8_t         *file;
@@ -255,6 +260,7 @@ void oip_member_set(oip_member_t *mb, const uint8_t *key,
 int oip_edit_text(oip_msg_t *m, const uint8_t *from, const uint8_t *to,
     const char *text);
 int oip_edit_delete(oip_msg_t *m, const oip_member_t *mb);
+int oip_edit_slot(oip_msg_t *m, const uint8_t *from, const uint8_t *to);
 int oip_walk_start(oip_json_t *j, oip_walk_t *w);
 int oip_walk_next(oip_json_t *j, oip_walk_t *w);
 void oip_walk_note(oip_walk_t *w, oip_member_t *mb, const uint8_t *end);

@@ -23,6 +23,8 @@ typedef struct {
     double                 d;
     const uint8_t         *s;          /* unescaped */
     size_t                 s_len;
+    unsigned               slot:1;     /* a varint of 10 bytes, its
+                                          place kept */
 } oip_gparam_t;
 
 
@@ -30,6 +32,7 @@ typedef struct {
     oip_gparam_t          *p;
     size_t                 n;
     size_t                 cap;
+    uint8_t               *slot;       /* where the slot was written */
 } oip_gparams_t;
 
 
@@ -83,8 +86,10 @@ static int oip_greq_param_list(oip_greq_t *q, oip_gparams_t *ps,
     const char *skip, const char *what, oip_ginput_t *t);
 static int oip_greq_typed(oip_greq_t *q, oip_ginput_t *t);
 static void oip_greq_write(oip_greq_t *q, oip_pb_t *w);
+static int oip_greq_top(oip_greq_t *q, oip_req_t *rq);
+static uint8_t *oip_greq_varint10(uint8_t *p, uint64_t v);
 static void oip_greq_params_write(oip_pb_t *w, unsigned field,
-    const oip_gparams_t *ps);
+    const oip_gparams_t *ps, uint8_t **slot);
 static size_t oip_greq_tensor_write(oip_greq_t *q, oip_pb_t *w,
     const oip_ginput_t *t);
 
@@ -155,6 +160,9 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
     res->segs = o.segs;
     res->nsegs = o.nsegs;
     res->body_len = o.total;
+    res->deadline_at = q.params.slot;
+    res->deadline_len = q.params.slot ? 10 : 0;
+    res->deadline_pb = (q.params.slot != NULL);
     res->header_len = 0;
     res->binary = 0;
     res->rewritten = 1;
@@ -186,6 +194,12 @@ oip_greq_items(oip_greq_t *q, oip_req_t *rq)
         && oip_greq_params(q, rq->top.params_at, &q->params,
                            "binary_data_output", "request", NULL)
            != 0)
+    {
+        return -1;
+    }
+
+    if ((rq->priority_new || (rq->has_timeout && rq->timeout))
+        && oip_greq_top(q, rq) != 0)
     {
         return -1;
     }
@@ -611,7 +625,7 @@ oip_greq_write(oip_greq_t *q, oip_pb_t *w)
     oip_pb_str(w, 1, q->g->model, q->g->model_len);
     oip_pb_str(w, 2, q->g->version, q->g->version_len);
     oip_pb_str(w, 3, q->id, q->id_len);
-    oip_greq_params_write(w, 4, &q->params);
+    oip_greq_params_write(w, 4, &q->params, &q->params.slot);
 
     for (i = 0; i < q->nin; i++) {
         memset(&count, 0, sizeof(oip_pb_t));
@@ -625,12 +639,12 @@ oip_greq_write(oip_greq_t *q, oip_pb_t *w)
     for (i = 0; i < q->nout; i++) {
         memset(&count, 0, sizeof(oip_pb_t));
         oip_pb_str(&count, 1, q->out[i].name, q->out[i].name_len);
-        oip_greq_params_write(&count, 2, &q->out[i].params);
+        oip_greq_params_write(&count, 2, &q->out[i].params, NULL);
 
         oip_pb_tag(w, 6, OIP_PB_LEN);
         oip_pb_varint(w, count.n);
         oip_pb_str(w, 1, q->out[i].name, q->out[i].name_len);
-        oip_greq_params_write(w, 2, &q->out[i].params);
+        oip_greq_params_write(w, 2, &q->out[i].params, NULL);
     }
 
     if (q->g->typed) {
@@ -679,7 +693,7 @@ oip_greq_tensor_write(oip_greq_t *q, oip_pb_t *w, const oip_ginput_t *t)
         }
     }
 
-    oip_greq_params_write(w, 4, &t->params);
+    oip_greq_params_write(w, 4, &t->params, NULL);
 
     if (q->g->typed && t->typed_len) {
         field = oip_grpc_typed_field[t->dtype];
@@ -710,10 +724,11 @@ oip_greq_tensor_write(oip_greq_t *q, oip_pb_t *w, const oip_ginput_t *t)
 /* map<string, InferParameter>: one entry each, key 1 and value 2 */
 
 static void
-oip_greq_params_write(oip_pb_t *w, unsigned field, const oip_gparams_t *ps)
+oip_greq_params_write(oip_pb_t *w, unsigned field, const oip_gparams_t *ps,
+    uint8_t **slot)
 {
     size_t               i, vlen;
-    uint8_t              d[8];
+    uint8_t              d[10];
     uint64_t             bits;
     const oip_gparam_t  *p;
 
@@ -728,7 +743,7 @@ oip_greq_params_write(oip_pb_t *w, unsigned field, const oip_gparams_t *ps)
             vlen = 1 + 8;
             break;
         default:
-            vlen = 1 + oip_pb_varint_len(p->u);
+            vlen = 1 + (p->slot ? 10 : oip_pb_varint_len(p->u));
         }
 
         oip_pb_tag(w, field, OIP_PB_LEN);
@@ -761,8 +776,102 @@ oip_greq_params_write(oip_pb_t *w, unsigned field, const oip_gparams_t *ps)
 
         default:
             oip_pb_tag(w, p->kind, OIP_PB_VARINT);
-            oip_pb_varint(w, p->u);
+
+            if (!p->slot) {
+                oip_pb_varint(w, p->u);
+                break;
+            }
+
+            /* written again when the request leaves: a fixed width,
+             * which protobuf's readers take (up to 10 bytes) */
+
+            if (w->o && !w->err && slot) {
+                if (oip_out_reserve(w->o, 10) != 0) {
+                    w->err = 1;
+                    break;
+                }
+
+                *slot = w->o->pos;
+            }
+
+            oip_pb_raw(w, oip_greq_varint10(d, p->u), 10);
         }
     }
+}
+
+
+/* a varint in 10 bytes, whatever its value: continuation bits set */
+
+static uint8_t *
+oip_greq_varint10(uint8_t *p, uint64_t v)
+{
+    unsigned  i;
+
+    for (i = 0; i < 9; i++) {
+        p[i] = (uint8_t) ((v >> (7 * i)) & 0x7f) | 0x80;
+    }
+
+    p[9] = (uint8_t) (v >> 63);
+
+    return p;
+}
+
+
+/*
+ * The request-level parameters the gateway sets: the effective priority
+ * as an int64_param (Triton reads int64 or uint64), the timeout in a
+ * varint of fixed width for the glue to rewrite.
+ */
+
+static int
+oip_greq_top(oip_greq_t *q, oip_req_t *rq)
+{
+    size_t         i;
+    unsigned       found;
+    oip_gparam_t  *p;
+
+    found = 0;
+
+    for (i = 0; i < q->params.n; i++) {
+        p = &q->params.p[i];
+
+        if (p->key_len == 8 && memcmp(p->key, "priority", 8) == 0) {
+            if (rq->priority_new) {
+                p->kind = OIP_GP_INT64;
+                p->u = rq->priority_out;
+            }
+
+            found = 1;
+
+        } else if (p->key_len == 7 && memcmp(p->key, "timeout", 7) == 0
+                   && rq->timeout)
+        {
+            p->slot = 1;
+        }
+    }
+
+    if (found || !rq->priority_new) {
+        return 0;
+    }
+
+    if (q->params.n == q->params.cap) {
+        p = oip_grow(q->c, q->params.p, q->params.n, &q->params.cap,
+                     sizeof(oip_gparam_t));
+        if (p == NULL) {
+            return -1;
+        }
+
+        q->params.p = p;
+    }
+
+    p = &q->params.p[q->params.n++];
+    memset(p, 0, sizeof(oip_gparam_t));
+
+    p->key = (const uint8_t *) "priority";
+    p->key_len = 8;
+    p->kind = OIP_GP_INT64;
+    p->u = rq->priority_out;
+
+    return 0;
 }
 

@@ -51,7 +51,6 @@ static int oip_request_envelope(oip_msg_t *m);
 static int oip_parse_outputs(oip_req_t *rq);
 static int oip_parse_params(oip_req_t *rq, const char *flag,
     const oip_label_t *label, oip_flagged_t *f, oip_walk_t *outer);
-static int oip_request_uint(oip_req_t *rq, const oip_str_t *key);
 static const char *oip_label(const oip_label_t *l, char *buf, size_t size);
 static oip_act_e oip_request_act(oip_msg_t *m, oip_item_t *it);
 static int oip_request_fit(oip_req_t *rq, oip_item_t *it);
@@ -63,10 +62,6 @@ static int oip_request_optional(oip_req_t *rq, const uint8_t *name,
 static const char *oip_model(const oip_options_t *opt, char *buf,
     size_t size);
 static int oip_request_edits(oip_msg_t *m);
-static int oip_outputs_edits(oip_req_t *rq);
-static int oip_flag_set(oip_msg_t *m, oip_flagged_t *f, const char *add,
-    const char *insert, const char *create);
-static int oip_flag_remove(oip_msg_t *m, oip_flagged_t *f);
 static int oip_request_wish(oip_req_t *rq, oip_result_t *res);
 static int oip_request_stats(oip_req_t *rq, oip_result_t *res);
 
@@ -801,66 +796,6 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
 }
 
 
-/*
- * A request-level "priority" or "timeout": an unsigned integer, as
- * Triton reads them (MemberAsUInt: a fraction, a sign, a string are
- * its 500), below 2^63, which gRPC's int64_param carries.  A precise
- * 400 here; the value kept for the glue.
- */
-
-static int
-oip_request_uint(oip_req_t *rq, const oip_str_t *key)
-{
-    int             timeout;
-    uint64_t        v;
-    oip_json_t     *j;
-    const uint8_t  *p, *start;
-
-    j = &rq->m.j;
-    timeout = (key->len == 7);
-    start = j->p;
-
-    if (oip_json_skip(j) != 0) {
-        return -1;
-    }
-
-    v = 0;
-
-    for (p = start; p < j->p && *p >= '0' && *p <= '9'; p++) {
-        if (v > (UINT64_C(0x7fffffffffffffff) - (uint64_t) (*p - '0')) / 10) {
-            break;
-        }
-
-        v = v * 10 + (uint64_t) (*p - '0');
-    }
-
-    while (p < j->p && oip_json_ws_map[*p]) {
-        p++;
-    }
-
-    if (p == start || p != j->p) {
-        return oip_fail(&rq->m.c, 400, OIP_REASON_DATATYPE, "the request: "
-                        "parameter \"%s\" must be an integer from 0 to "
-                        "9223372036854775807 (%s), not %.*s",
-                        timeout ? "timeout" : "priority",
-                        timeout ? "microseconds, 0: none"
-                                : "1 the highest level, 0 the default",
-                        (int) oip_utf8_cut(start, j->p - start, 32), start);
-    }
-
-    if (timeout) {
-        rq->timeout = v;
-        rq->has_timeout = 1;
-
-    } else {
-        rq->priority = v;
-        rq->has_priority = 1;
-    }
-
-    return 0;
-}
-
-
 static oip_act_e
 oip_request_act(oip_msg_t *m, oip_item_t *it)
 {
@@ -1145,9 +1080,12 @@ oip_request_edits(oip_msg_t *m)
 {
     oip_req_t  *rq = m->data;
 
-    /* the flags that ask a REST upstream for binary outputs */
+    oip_request_priority(rq);
 
-    if ((m->target == NULL && oip_outputs_edits(rq) != 0)
+    /* the flags that ask a REST upstream for binary outputs, the
+     * priority and the timeout's place */
+
+    if ((m->target == NULL && oip_request_params_edits(rq) != 0)
         || oip_request_stats(rq, rq->res) != 0)
     {
         return -1;
@@ -1198,9 +1136,9 @@ oip_request_stats(oip_req_t *rq, oip_result_t *res)
     res->in_form = rq->raw ? OIP_SHAPE_RAW : in;
     res->out_form = up;
 
-    res->priority = rq->priority;
+    res->priority = rq->priority_out;
     res->timeout = rq->timeout;
-    res->has_priority = rq->has_priority;
+    res->has_priority = rq->priority_given;
     res->has_timeout = rq->has_timeout;
 
     if (rq->id.data == NULL) {
@@ -1222,85 +1160,6 @@ oip_request_stats(oip_req_t *rq, oip_result_t *res)
     res->id = id;
 
     return 0;
-}
-
-
-/* ask the upstream for the outputs in the form oip_upstream_outputs says */
-
-static int
-oip_outputs_edits(oip_req_t *rq)
-{
-    size_t  i;
-
-    switch (rq->m.opt->outputs) {
-
-    case OIP_FORM_BINARY:
-        if (rq->nouts) {
-            for (i = 0; i < rq->nouts; i++) {
-                if (oip_flag_set(&rq->m, &rq->outs[i], ",\"binary_data\":true",
-                                 "\"binary_data\":true",
-                                 ",\"parameters\":{\"binary_data\":true}")
-                    != 0)
-                {
-                    return -1;
-                }
-            }
-
-            return 0;
-        }
-
-        return oip_flag_set(&rq->m, &rq->top, ",\"binary_data_output\":true",
-                            "\"binary_data_output\":true",
-                            ",\"parameters\":{\"binary_data_output\":true}");
-
-    case OIP_FORM_JSON:
-        for (i = 0; i < rq->nouts; i++) {
-            if (oip_flag_remove(&rq->m, &rq->outs[i]) != 0) {
-                return -1;
-            }
-        }
-
-        return oip_flag_remove(&rq->m, &rq->top);
-
-    default:
-        return 0;
-    }
-}
-
-
-static int
-oip_flag_set(oip_msg_t *m, oip_flagged_t *f, const char *add,
-    const char *insert, const char *create)
-{
-    if (f->has_flag) {
-        if (f->flag_true) {
-            return 0;
-        }
-
-        return oip_edit_text(m, f->flag_at, f->flag.value_end, "true");
-    }
-
-    if (f->has_params) {
-        return oip_edit_text(m, f->params_close, f->params_close,
-                             f->params_n ? add : insert);
-    }
-
-    /* every object here has a member already: a comma is right */
-
-    return oip_edit_text(m, f->close, f->close, create);
-}
-
-
-static int
-oip_flag_remove(oip_msg_t *m, oip_flagged_t *f)
-{
-    if (!f->has_flag) {
-        return 0;
-    }
-
-    /* "parameters" holding only the flag goes with it */
-
-    return oip_edit_delete(m, f->params_n > 1 ? &f->flag : &f->params);
 }
 
 

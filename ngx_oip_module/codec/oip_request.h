@@ -47,14 +47,32 @@ typedef struct {
     oip_str_t              id;          /* a string "id" */
     uint64_t               priority;    /* parameters.priority */
     uint64_t               timeout;     /* parameters.timeout, µs */
+    const uint8_t         *priority_at; /* their digits */
+    const uint8_t         *priority_end;
+    const uint8_t         *timeout_at;
+    const uint8_t         *timeout_end;
+    uint64_t               priority_out; /* the effective priority */
 
     unsigned               id_other:1;  /* an "id" neither string nor null */
     unsigned               raw:1;
     unsigned               misfit:1;    /* refused by the signature */
     unsigned               has_priority:1;
     unsigned               has_timeout:1;
+    unsigned               priority_given:1; /* sent, or oip_priority's */
+    unsigned               priority_new:1;   /* priority_out is written */
 } oip_req_t;
 
+
+/*
+ * The request's parameters (oip_params.c): a request-level "priority"
+ * or "timeout" read, the scanner at its value (0, or -1 with a 400);
+ * the effective priority decided; the edits of a REST request's
+ * parameters made (the outputs' flags, the priority, the timeout's
+ * place).
+ */
+int oip_request_uint(oip_req_t *rq, const oip_str_t *key);
+void oip_request_priority(oip_req_t *rq);
+int oip_request_params_edits(oip_req_t *rq);
 
 /*
  * Hands the canonical form of what determines the upstream's answer to

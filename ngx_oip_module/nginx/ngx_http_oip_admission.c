@@ -13,6 +13,11 @@
  * nginx has no wake-up from one worker to another: a release grants
  * waiters in the zone, and each worker that has parked requests looks at
  * theirs on a 1 ms timer; a grant in the same worker is acted on at once.
+ *
+ * A waiter of a higher priority goes before any of a lower one, and may
+ * take the place of the lowest in a full queue.  A client's deadline
+ * (its "timeout") ends its wait with a 504, and what is left of it is
+ * written into the request when it leaves.
  */
 
 
@@ -35,6 +40,10 @@ static void ngx_http_oip_admission_poll(ngx_event_t *ev);
 static void ngx_http_oip_admission_look(void);
 static void ngx_http_oip_admission_finalize(ngx_http_request_t *r,
     ngx_int_t rc);
+static ngx_int_t ngx_http_oip_admission_leaves(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_admission_expired(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, uint64_t waited);
 
 
 static ngx_str_t  ngx_http_oip_retry_after = ngx_string("Retry-After");
@@ -47,7 +56,8 @@ static ngx_event_t  ngx_http_oip_poll;
 
 /*
  * oip_admit zone=NAME [key=STRING] [concurrency=N] [bytes=SIZE]
- *     [queue=N] [queue_bytes=SIZE] [wait=TIME] | off
+ *     [queue=N] [queue_bytes=SIZE] [wait=TIME] [levels=N]
+ *     [default_level=N] | off
  */
 
 char *
@@ -83,6 +93,10 @@ ngx_http_oip_admit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     queue_set = 0;
     size = -1;
     wait = 10000;
+
+    /* Triton's: 1 goes first, 0 and anything above 2 are level 2 */
+    a->levels = 2;
+    a->default_level = 0;
 
     for (i = 1; i < cf->args->nelts; i++) {
 
@@ -170,6 +184,28 @@ ngx_http_oip_admit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
             continue;
         }
 
+        if (ngx_strncmp(value[i].data, "levels=", 7) == 0) {
+            n = ngx_atoi(value[i].data + 7, value[i].len - 7);
+
+            if (n <= 0 || n > 1000000) {
+                goto invalid;
+            }
+
+            a->levels = n;
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "default_level=", 14) == 0) {
+            n = ngx_atoi(value[i].data + 14, value[i].len - 14);
+
+            if (n <= 0 || n > 1000000) {
+                goto invalid;
+            }
+
+            a->default_level = n;
+            continue;
+        }
+
         if (ngx_strncmp(value[i].data, "wait=", 5) == 0) {
             s.data = value[i].data + 5;
             s.len = value[i].len - 5;
@@ -192,6 +228,13 @@ ngx_http_oip_admit(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 
     if (a->concurrency == 0 && a->bytes == 0) {
         return "needs concurrency=N or bytes=SIZE, or both";
+    }
+
+    if (a->default_level == 0) {
+        a->default_level = a->levels;
+
+    } else if (a->default_level > a->levels) {
+        return "has default_level= above its levels=";
     }
 
     /* without a wait nothing waits */
@@ -234,6 +277,7 @@ ngx_int_t
 ngx_http_oip_admission(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
     u_char                    *p, *last;
+    uint64_t                   deadline;
     ngx_int_t                  rc;
     ngx_str_t                  key;
     ngx_http_oip_adm_t        *adm;
@@ -249,7 +293,7 @@ ngx_http_oip_admission(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     c = olcf->admit;
 
     if (c == NULL) {
-        return NGX_DECLINED;
+        return ngx_http_oip_admission_leaves(r, ctx);
     }
 
     if (c->key == NULL) {
@@ -262,7 +306,7 @@ ngx_http_oip_admission(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     if (key.len == 0) {
         ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "oip: admission: empty key, not limited");
-        return NGX_DECLINED;
+        return ngx_http_oip_admission_leaves(r, ctx);
     }
 
     if (key.len > 65535) {
@@ -280,8 +324,23 @@ ngx_http_oip_admission(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     a.key = key;
     a.model = ctx->model;
     a.bytes = ctx->vars.tensor_bytes;
+    a.level = ctx->vars.has_priority ? ctx->vars.priority : c->default_level;
     a.conf = c;
     a.log = r->connection->log;
+    a.shed = 0;
+
+    /* the client's deadline, from its request line: a wait that could
+     * only end in a 504 is not begun */
+
+    deadline = 0;
+
+    if (ctx->vars.has_timeout && ctx->vars.timeout) {
+        deadline = ngx_http_oip_start_usec(r) + ctx->vars.timeout;
+
+        if (deadline < adm->start + 1000) {
+            return ngx_http_oip_admission_expired(r, ctx, 0);
+        }
+    }
 
     /* it could never be admitted: waiting would only time out */
 
@@ -303,21 +362,37 @@ ngx_http_oip_admission(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     rc = ngx_http_oip_admission_take(c->zone, &a, &adm->share);
 
-    ngx_log_debug5(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: admission key \"%V\", %uL bytes: %i "
-                   "(%ui in flight, %ui waiting)", &key, a.bytes, rc,
-                   a.held, a.waiting);
+    ngx_log_debug6(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: admission key \"%V\", %uL bytes, level %ui: %i "
+                   "(%ui in flight, %ui waiting)", &key, a.bytes, a.level,
+                   rc, a.held, a.waiting);
+
+    adm->level = a.level;
 
     switch (rc) {
 
     case NGX_OK:
         adm->state = NGX_HTTP_OIP_ADM_ADMITTED;
-        return NGX_DECLINED;
+        return ngx_http_oip_admission_leaves(r, ctx);
 
     case NGX_AGAIN:
         adm->state = NGX_HTTP_OIP_ADM_WAITING;
         adm->deadline = adm->start + (uint64_t) c->wait * 1000;
+
+        /* the earlier of the two ends the wait, and says how */
+
+        if (deadline && deadline < adm->deadline) {
+            adm->deadline = deadline;
+            adm->expires = 1;
+        }
+
         ngx_http_oip_admission_park(r, adm);
+
+        if (a.shed) {
+            /* waiters of a lower level gave their place: theirs to tell */
+            ngx_http_oip_admission_look();
+        }
+
         return NGX_AGAIN;
 
     case NGX_BUSY:
@@ -432,7 +507,8 @@ ngx_http_oip_admission_wake(ngx_http_request_t *r)
 {
     u_char              *p, *last;
     uint64_t             now, granted;
-    ngx_uint_t           retry, grants, admitted;
+    ngx_int_t            rc;
+    ngx_uint_t           retry, grants, admitted, shed;
     ngx_http_oip_ctx_t  *ctx;
     ngx_http_oip_adm_t  *adm;
     u_char               msg[512];
@@ -448,20 +524,25 @@ ngx_http_oip_admission_wake(ngx_http_request_t *r)
     granted = 0;
     grants = 0;
     retry = 1;
+    shed = 0;
 
     if (ngx_http_oip_admission_granted(adm->share, &granted)) {
         admitted = 1;
 
-    } else if (now < adm->deadline) {
+    } else if (now < adm->deadline
+               && !ngx_http_oip_admission_shed(adm->share))
+    {
         /* its own connection's event: it waits on */
         return;
 
     } else {
-        /* NGX_DONE: a release granted it as its wait ran out */
+        /* NGX_DONE: a release granted it as its wait ran out;
+         * NGX_DECLINED: a request of a higher level took its place */
 
-        admitted = (ngx_http_oip_admission_leave(adm->zone, adm->share,
-                                                 &retry, &grants)
-                    == NGX_DONE);
+        rc = ngx_http_oip_admission_leave(adm->zone, adm->share, &retry,
+                                          &grants);
+        admitted = (rc == NGX_DONE);
+        shed = (rc == NGX_DECLINED);
 
         if (admitted) {
             (void) ngx_http_oip_admission_granted(adm->share, &granted);
@@ -483,16 +564,41 @@ ngx_http_oip_admission_wake(ngx_http_request_t *r)
                        "oip: admitted after %uL us, hand-over %uL us",
                        adm->queue_usec, adm->handover_usec);
 
+        rc = ngx_http_oip_admission_leaves(r, ctx);
+
+        if (rc != NGX_DECLINED) {
+            ctx->req.status = rc;
+            ctx->req.phase = NGX_HTTP_OIP_PHASE_REFUSED;
+        }
+
+    } else if (adm->expires && !shed) {
+        adm->share = NULL;
+        ctx->req.status = ngx_http_oip_admission_expired(r, ctx,
+                                                         adm->queue_usec);
+        ctx->req.phase = NGX_HTTP_OIP_PHASE_REFUSED;
+
     } else {
         adm->share = NULL;
-        adm->state = NGX_HTTP_OIP_ADM_TIMEOUT;
+        adm->state = shed ? NGX_HTTP_OIP_ADM_SHED : NGX_HTTP_OIP_ADM_TIMEOUT;
 
         last = msg + sizeof(msg) - 1;
-        p = ngx_slprintf(msg, last, "model '%V' waited %M ms for its "
-                         "admission budget (", &ctx->model,
-                         (ngx_msec_t) (adm->queue_usec / 1000));
-        p = ngx_http_oip_admission_budget(p, last, adm->conf);
-        p = ngx_slprintf(p, last, ") and was not admitted");
+
+        if (shed) {
+            p = ngx_slprintf(msg, last, "model '%V' is over its admission "
+                             "budget (", &ctx->model);
+            p = ngx_http_oip_admission_budget(p, last, adm->conf);
+            p = ngx_slprintf(p, last, ") and its queue is full: a request "
+                             "of a higher priority took the place of this "
+                             "one (priority %ui) after %M ms", adm->level,
+                             (ngx_msec_t) (adm->queue_usec / 1000));
+
+        } else {
+            p = ngx_slprintf(msg, last, "model '%V' waited %M ms for its "
+                             "admission budget (", &ctx->model,
+                             (ngx_msec_t) (adm->queue_usec / 1000));
+            p = ngx_http_oip_admission_budget(p, last, adm->conf);
+            p = ngx_slprintf(p, last, ") and was not admitted");
+        }
 
         ctx->req.status = ngx_http_oip_admission_refuse(r, ctx,
                                                 NGX_HTTP_TOO_MANY_REQUESTS,
@@ -545,7 +651,8 @@ ngx_http_oip_admission_look(void)
         adm = ngx_queue_data(q, ngx_http_oip_adm_t, parked);
 
         if (ngx_http_oip_admission_granted(adm->share, &granted)
-            || now >= adm->deadline)
+            || now >= adm->deadline
+            || ngx_http_oip_admission_shed(adm->share))
         {
             ngx_post_event(adm->r->connection->write, &ngx_posted_events);
         }
@@ -666,6 +773,160 @@ ngx_http_oip_admission_overload(ngx_http_request_t *r,
     return ngx_http_oip_header_push(&r->headers_out.headers,
                                     &ngx_http_oip_retry_after, &value)
            ? NGX_OK : NGX_ERROR;
+}
+
+
+/*
+ * The codec's part of the priority: oip_priority's value, which
+ * overrides the client's, and the location's levels.  NGX_ERROR: the
+ * value is not a priority (logged: the configuration's fault).
+ */
+
+ngx_int_t
+ngx_http_oip_admission_options(ngx_http_request_t *r, oip_options_t *opt)
+{
+    u_char                   *p;
+    uint64_t                  v;
+    ngx_str_t                 s;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    if (olcf->admit) {
+        opt->levels = olcf->admit->levels;
+        opt->default_level = olcf->admit->default_level;
+    }
+
+    if (olcf->priority == NULL) {
+        return NGX_OK;
+    }
+
+    if (ngx_http_complex_value(r, olcf->priority, &s) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    /* empty (a map's default, say): the client's own */
+
+    if (s.len == 0) {
+        return NGX_OK;
+    }
+
+    v = 0;
+
+    for (p = s.data; p < s.data + s.len; p++) {
+        if (*p < '0' || *p > '9'
+            || v > (0x7fffffffffffffffULL - (uint64_t) (*p - '0')) / 10)
+        {
+            ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                          "oip_priority \"%V\" is not a priority: an "
+                          "integer from 0 to 9223372036854775807 is", &s);
+            return NGX_ERROR;
+        }
+
+        v = v * 10 + (uint64_t) (*p - '0');
+    }
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: oip_priority %uL", v);
+
+    opt->priority = v;
+    opt->priority_set = 1;
+
+    return NGX_OK;
+}
+
+
+/*
+ * It leaves for its upstream: what is left of its client's deadline
+ * written where the timeout was (ngx_http_oip_request.c kept the
+ * place), or a 504 with less than a millisecond left.
+ */
+
+static ngx_int_t
+ngx_http_oip_admission_leaves(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    u_char    *p, *end;
+    uint64_t   deadline, now, left;
+    u_char     digits[NGX_INT64_LEN];
+
+    if (!ctx->vars.has_timeout || ctx->vars.timeout == 0) {
+        return NGX_DECLINED;
+    }
+
+    now = ngx_http_oip_usec();
+    deadline = ngx_http_oip_start_usec(r) + ctx->vars.timeout;
+    left = (deadline > now) ? deadline - now : 0;
+
+    if (left < 1000) {
+        return ngx_http_oip_admission_expired(r, ctx, ctx->adm.queue_usec);
+    }
+
+    p = ctx->req.deadline_at;
+
+    if (p == NULL) {
+        return NGX_DECLINED;
+    }
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: timeout %uL us, %uL left: forwarded",
+                   ctx->vars.timeout, left);
+
+    if (ctx->req.deadline_pb) {
+        /* a varint of ten bytes, as the codec wrote it */
+
+        for (end = p + 9; p < end; p++) {
+            *p = (u_char) ((left & 0x7f) | 0x80);
+            left >>= 7;
+        }
+
+        *p = (u_char) left;
+
+        return NGX_DECLINED;
+    }
+
+    /* fewer digits than the client's, or as many: spaces after them */
+
+    end = ngx_sprintf(digits, "%uL", left);
+
+    if ((size_t) (end - digits) > ctx->req.deadline_len) {
+        return NGX_DECLINED;
+    }
+
+    p = ngx_cpymem(p, digits, end - digits);
+    ngx_memset(p, ' ', ctx->req.deadline_len - (end - digits));
+
+    return NGX_DECLINED;
+}
+
+
+/* its client's deadline passed: a 504, never forwarded, its share back */
+
+static ngx_int_t
+ngx_http_oip_admission_expired(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, uint64_t waited)
+{
+    u_char  *p;
+    u_char   msg[256];
+
+    ngx_http_oip_admission_end(ctx);
+    ctx->adm.state = NGX_HTTP_OIP_ADM_EXPIRED;
+
+    if (waited) {
+        p = ngx_snprintf(msg, sizeof(msg) - 1, "model '%V': the request's "
+                         "deadline (timeout %uL us) passed after %M ms in "
+                         "the admission queue: not forwarded", &ctx->model,
+                         ctx->vars.timeout, (ngx_msec_t) (waited / 1000));
+
+    } else {
+        p = ngx_snprintf(msg, sizeof(msg) - 1, "model '%V': the request's "
+                         "deadline (timeout %uL us) passed before it could "
+                         "be forwarded", &ctx->model, ctx->vars.timeout);
+    }
+
+    *p = '\0';
+
+    return ngx_http_oip_fail(r, ctx, NGX_HTTP_GATEWAY_TIME_OUT,
+                             OIP_REASON_OTHER, (char *) msg);
 }
 
 

@@ -22,6 +22,8 @@
 
 #define NGX_HTTP_OIP_SHARE_WAITING  1
 #define NGX_HTTP_OIP_SHARE_HELD     2
+#define NGX_HTTP_OIP_SHARE_SHED     3   /* out of the queue: a waiter of
+                                           a higher level took its place */
 
 /* how often a key's owners are checked when a request would wait */
 #define NGX_HTTP_OIP_ADM_CHECK    1000000
@@ -32,7 +34,10 @@ typedef struct {
                                                key's crc32, and the key */
     ngx_queue_t                idle;        /* in the idle LRU, when idle */
     ngx_queue_t                held;        /* of shares */
-    ngx_queue_t                waiting;     /* of shares: FIFO */
+    ngx_queue_t                waiting;     /* of shares: by level, then
+                                               arrival */
+    ngx_queue_t                shed;        /* of shares, until their
+                                               owners have seen it */
     ngx_uint_t                 nheld;
     uint64_t                   held_bytes;
     ngx_uint_t                 nwaiting;
@@ -50,6 +55,7 @@ struct ngx_http_oip_share_s {
     ngx_pid_t                  pid;         /* the owner: pid, and ... */
     uint64_t                   gen;         /* ... its start, in usec */
     uint64_t                   bytes;
+    ngx_uint_t                 level;       /* 1 the highest */
     ngx_uint_t                 concurrency; /* its location's budget */
     uint64_t                   budget;
     uint64_t                   granted;     /* usec: the release's time */
@@ -85,7 +91,12 @@ static ngx_http_oip_adm_node_t *ngx_http_oip_adm_node(
     ngx_http_oip_adm_zone_t *z, ngx_str_t *key, ngx_log_t *log);
 static void *ngx_http_oip_adm_alloc(ngx_http_oip_adm_zone_t *z, size_t size);
 static ngx_uint_t ngx_http_oip_adm_fits(ngx_http_oip_adm_node_t *node,
-    ngx_http_oip_admit_t *c, uint64_t bytes);
+    ngx_http_oip_admit_t *c, ngx_http_oip_adm_ask_t *a);
+static ngx_uint_t ngx_http_oip_adm_room(ngx_http_oip_adm_node_t *node,
+    ngx_http_oip_adm_ask_t *a);
+static void ngx_http_oip_adm_queue(ngx_http_oip_adm_node_t *node,
+    ngx_http_oip_share_t *s);
+static ngx_uint_t ngx_http_oip_adm_idle(ngx_http_oip_adm_node_t *node);
 static void ngx_http_oip_adm_busy(ngx_http_oip_adm_zone_t *z,
     ngx_http_oip_adm_node_t *node);
 static ngx_uint_t ngx_http_oip_adm_free(ngx_http_oip_adm_zone_t *z,
@@ -349,9 +360,9 @@ ngx_http_oip_admission_take(ngx_shm_zone_t *shm_zone,
     a->waiting = node->nwaiting;
     a->held = node->nheld;
 
-    /* FIFO: nobody overtakes a waiter */
+    /* nobody overtakes a waiter of its level or a higher one */
 
-    if (ngx_http_oip_adm_fits(node, c, a->bytes)) {
+    if (ngx_http_oip_adm_fits(node, c, a)) {
         goto take;
     }
 
@@ -361,15 +372,15 @@ ngx_http_oip_admission_take(ngx_shm_zone_t *shm_zone,
         node->checked = now;
 
         if (ngx_http_oip_adm_reclaim(z, node, a->log)
-            && ngx_http_oip_adm_fits(node, c, a->bytes))
+            && ngx_http_oip_adm_fits(node, c, a))
         {
             goto take;
         }
     }
 
-    if (node->nwaiting >= c->queue
-        || node->waiting_bytes + a->bytes > c->queue_bytes)
-    {
+    /* a full queue: the lowest, latest waiters may give their place */
+
+    if (!ngx_http_oip_adm_room(node, a)) {
         a->retry = ngx_http_oip_adm_retry(node);
 
         ngx_shmtx_unlock(&z->shpool->mutex);
@@ -385,7 +396,7 @@ take:
     s = ngx_http_oip_adm_alloc(z, size);
 
     if (s == NULL) {
-        if (node->nheld == 0 && node->nwaiting == 0) {
+        if (ngx_http_oip_adm_idle(node)) {
             ngx_queue_insert_head(&z->sh->idle, &node->idle);
         }
 
@@ -401,13 +412,14 @@ take:
     s->pid = ngx_pid;
     s->gen = ngx_http_oip_adm_gen;
     s->bytes = a->bytes;
+    s->level = a->level;
     s->concurrency = c->concurrency;
     s->budget = c->bytes;
     s->granted = 0;
     s->model_len = (u_short) mlen;
     ngx_memcpy(s->model, a->model.data, mlen);
 
-    if (ngx_http_oip_adm_fits(node, c, a->bytes)) {
+    if (ngx_http_oip_adm_fits(node, c, a)) {
         s->state = NGX_HTTP_OIP_SHARE_HELD;
         ngx_queue_insert_tail(&node->held, &s->queue);
         node->nheld++;
@@ -420,9 +432,7 @@ take:
     }
 
     s->state = NGX_HTTP_OIP_SHARE_WAITING;
-    ngx_queue_insert_tail(&node->waiting, &s->queue);
-    node->nwaiting++;
-    node->waiting_bytes += a->bytes;
+    ngx_http_oip_adm_queue(node, s);
 
     ngx_shmtx_unlock(&z->shpool->mutex);
 
@@ -432,6 +442,13 @@ take:
 
 
 /* without the lock: a waiter's state is written under it, once */
+
+ngx_uint_t
+ngx_http_oip_admission_shed(ngx_http_oip_share_t *s)
+{
+    return s->state == NGX_HTTP_OIP_SHARE_SHED;
+}
+
 
 ngx_uint_t
 ngx_http_oip_admission_granted(ngx_http_oip_share_t *s, uint64_t *granted)
@@ -450,9 +467,10 @@ ngx_http_oip_admission_granted(ngx_http_oip_share_t *s, uint64_t *granted)
 
 /*
  * A waiter leaves the queue (its wait ran out, its client left):
- * NGX_OK, or NGX_DONE when a release granted it meanwhile (it then holds
- * its share).  *retry: Retry-After for a 429.  *grants: waiters behind
- * it that fit now.
+ * NGX_OK, NGX_DONE when a release granted it meanwhile (it then holds
+ * its share), or NGX_DECLINED when it had been shed (out of the queue
+ * already).  *retry: Retry-After for a 429.  *grants: waiters behind it
+ * that fit now.
  */
 
 ngx_int_t
@@ -474,6 +492,13 @@ ngx_http_oip_admission_leave(ngx_shm_zone_t *shm_zone,
     }
 
     *retry = ngx_http_oip_adm_retry(s->node);
+
+    if (s->state == NGX_HTTP_OIP_SHARE_SHED) {
+        (void) ngx_http_oip_adm_free(z, s, now);
+        ngx_shmtx_unlock(&z->shpool->mutex);
+        return NGX_DECLINED;
+    }
+
     *grants = ngx_http_oip_adm_free(z, s, now);
 
     ngx_shmtx_unlock(&z->shpool->mutex);
@@ -504,14 +529,15 @@ ngx_http_oip_admission_release(ngx_shm_zone_t *shm_zone,
 
 
 /*
- * For the metrics' gauges: what each model holds, summed over the keys.
- * found() gives a model's index of sums (or none: -1).
+ * For the metrics' gauges: what each model holds, and how many of its
+ * requests wait, summed over the keys.  found() gives a model's index
+ * of sums (or none: -1).
  */
 
 void
 ngx_http_oip_admission_sum(ngx_shm_zone_t *shm_zone,
     ngx_int_t (*found)(void *data, u_char *model, size_t len), void *data,
-    uint64_t *requests, uint64_t *bytes)
+    uint64_t *requests, uint64_t *bytes, uint64_t *waiting)
 {
     ngx_int_t                 i;
     ngx_queue_t              *q;
@@ -543,6 +569,18 @@ ngx_http_oip_admission_sum(ngx_shm_zone_t *shm_zone,
                 if (i >= 0) {
                     requests[i]++;
                     bytes[i] += s->bytes;
+                }
+            }
+
+            for (q = ngx_queue_head(&node->waiting);
+                 q != ngx_queue_sentinel(&node->waiting);
+                 q = ngx_queue_next(q))
+            {
+                s = ngx_queue_data(q, ngx_http_oip_share_t, queue);
+                i = found(data, s->model, s->model_len);
+
+                if (i >= 0) {
+                    waiting[i]++;
                 }
             }
         }
@@ -593,6 +631,7 @@ ngx_http_oip_adm_node(ngx_http_oip_adm_zone_t *z, ngx_str_t *key,
 
     ngx_queue_init(&node->held);
     ngx_queue_init(&node->waiting);
+    ngx_queue_init(&node->shed);
 
     ngx_rbtree_insert(&z->sh->rbtree, &node->sn.node);
 
@@ -629,15 +668,130 @@ ngx_http_oip_adm_alloc(ngx_http_oip_adm_zone_t *z, size_t size)
 }
 
 
-/* admitted now: nobody waits, and its request and bytes fit */
+/*
+ * Admitted now: nobody of its level or a higher one waits (the head of
+ * the queue is the highest), and its request and bytes fit.
+ */
 
 static ngx_uint_t
 ngx_http_oip_adm_fits(ngx_http_oip_adm_node_t *node, ngx_http_oip_admit_t *c,
-    uint64_t bytes)
+    ngx_http_oip_adm_ask_t *a)
 {
-    return node->nwaiting == 0
-           && (c->concurrency == 0 || node->nheld < c->concurrency)
-           && (c->bytes == 0 || node->held_bytes + bytes <= c->bytes);
+    ngx_http_oip_share_t  *head;
+
+    if (node->nwaiting) {
+        head = ngx_queue_data(ngx_queue_head(&node->waiting),
+                              ngx_http_oip_share_t, queue);
+
+        if (head->level <= a->level) {
+            return 0;
+        }
+    }
+
+    return (c->concurrency == 0 || node->nheld < c->concurrency)
+           && (c->bytes == 0 || node->held_bytes + a->bytes <= c->bytes);
+}
+
+
+/*
+ * Room in the queue for a waiter, made if waiters of a lower level can
+ * give theirs, the lowest and latest first (a->shed: how many did): it
+ * is found from the tail, and taken only when enough would be given.
+ */
+
+static ngx_uint_t
+ngx_http_oip_adm_room(ngx_http_oip_adm_node_t *node,
+    ngx_http_oip_adm_ask_t *a)
+{
+    uint64_t               bytes;
+    ngx_uint_t             n, shed;
+    ngx_queue_t           *q, *prev;
+    ngx_http_oip_share_t  *s;
+    ngx_http_oip_admit_t  *c;
+
+    c = a->conf;
+    n = node->nwaiting;
+    bytes = node->waiting_bytes;
+    shed = 0;
+
+    for (q = ngx_queue_last(&node->waiting);
+         (n >= c->queue || bytes + a->bytes > c->queue_bytes)
+         && q != ngx_queue_sentinel(&node->waiting);
+         q = ngx_queue_prev(q))
+    {
+        s = ngx_queue_data(q, ngx_http_oip_share_t, queue);
+
+        if (s->level <= a->level) {
+            break;
+        }
+
+        n--;
+        bytes -= s->bytes;
+        shed++;
+    }
+
+    if (n >= c->queue || bytes + a->bytes > c->queue_bytes) {
+        return 0;
+    }
+
+    a->shed = shed;
+
+    for (q = ngx_queue_last(&node->waiting); shed; shed--, q = prev) {
+        prev = ngx_queue_prev(q);
+        s = ngx_queue_data(q, ngx_http_oip_share_t, queue);
+
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, a->log, 0,
+                       "oip: admission: a waiter of level %ui shed for one "
+                       "of level %ui", s->level, a->level);
+
+        ngx_queue_remove(q);
+        node->nwaiting--;
+        node->waiting_bytes -= s->bytes;
+
+        ngx_queue_insert_tail(&node->shed, q);
+
+        ngx_memory_barrier();
+        s->state = NGX_HTTP_OIP_SHARE_SHED;
+    }
+
+    return 1;
+}
+
+
+/* a waiter in its place: behind every waiter of its level or higher */
+
+static void
+ngx_http_oip_adm_queue(ngx_http_oip_adm_node_t *node, ngx_http_oip_share_t *s)
+{
+    ngx_queue_t           *q;
+    ngx_http_oip_share_t  *w;
+
+    for (q = ngx_queue_last(&node->waiting);
+         q != ngx_queue_sentinel(&node->waiting);
+         q = ngx_queue_prev(q))
+    {
+        w = ngx_queue_data(q, ngx_http_oip_share_t, queue);
+
+        if (w->level <= s->level) {
+            break;
+        }
+    }
+
+    /* after q: the sentinel's next is the head */
+    ngx_queue_insert_after(q, &s->queue);
+
+    node->nwaiting++;
+    node->waiting_bytes += s->bytes;
+}
+
+
+/* a key holds nothing: no share, no waiter, no shed record */
+
+static ngx_uint_t
+ngx_http_oip_adm_idle(ngx_http_oip_adm_node_t *node)
+{
+    return node->nheld == 0 && node->nwaiting == 0
+           && ngx_queue_empty(&node->shed);
 }
 
 
@@ -647,7 +801,7 @@ static void
 ngx_http_oip_adm_busy(ngx_http_oip_adm_zone_t *z,
     ngx_http_oip_adm_node_t *node)
 {
-    if (node->nheld == 0 && node->nwaiting == 0) {
+    if (ngx_http_oip_adm_idle(node)) {
         ngx_queue_remove(&node->idle);
     }
 }
@@ -680,7 +834,7 @@ ngx_http_oip_adm_free(ngx_http_oip_adm_zone_t *z, ngx_http_oip_share_t *s,
 
         node->last_release = now;
 
-    } else {
+    } else if (s->state == NGX_HTTP_OIP_SHARE_WAITING) {
         node->nwaiting--;
         node->waiting_bytes -= s->bytes;
     }
@@ -689,7 +843,7 @@ ngx_http_oip_adm_free(ngx_http_oip_adm_zone_t *z, ngx_http_oip_share_t *s,
 
     grants = ngx_http_oip_adm_grant(node, now);
 
-    if (node->nheld == 0 && node->nwaiting == 0) {
+    if (ngx_http_oip_adm_idle(node)) {
         ngx_queue_insert_head(&z->sh->idle, &node->idle);
     }
 
@@ -748,14 +902,15 @@ ngx_http_oip_adm_reclaim(ngx_http_oip_adm_zone_t *z,
     ngx_http_oip_adm_node_t *node, ngx_log_t *log)
 {
     ngx_uint_t             n, k;
-    ngx_queue_t           *q, *next, *list[2];
+    ngx_queue_t           *q, *next, *list[3];
     ngx_http_oip_share_t  *s;
 
     n = 0;
     list[0] = &node->held;
     list[1] = &node->waiting;
+    list[2] = &node->shed;
 
-    for (k = 0; k < 2; k++) {
+    for (k = 0; k < 3; k++) {
         for (q = ngx_queue_head(list[k]);
              q != ngx_queue_sentinel(list[k]);
              q = next)

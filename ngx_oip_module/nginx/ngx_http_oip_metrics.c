@@ -106,7 +106,8 @@ static ngx_str_t  ngx_http_oip_m_outcomes[] = {
 
 static ngx_str_t  ngx_http_oip_m_admission[] = {
     ngx_string("admitted"), ngx_string("queued"), ngx_string("shed"),
-    ngx_string("timeout"), ngx_string("cancelled"), ngx_string("runtime")
+    ngx_string("timeout"), ngx_string("cancelled"), ngx_string("runtime"),
+    ngx_string("expired")
 };
 
 /* the histograms: oip_conversion_seconds each way, oip_queue_seconds */
@@ -586,12 +587,12 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
     size = 4096 + n * (NGX_HTTP_OIP_M_OUTCOMES * NGX_HTTP_OIP_M_CODES
                        + NGX_HTTP_OIP_M_REASONS
                        + 4 + 3 * (NGX_HTTP_OIP_M_BUCKETS + 2) + 3
-                       + NGX_HTTP_OIP_M_CACHE + NGX_HTTP_OIP_ADM_RESULTS + 2)
+                       + NGX_HTTP_OIP_M_CACHE + NGX_HTTP_OIP_ADM_RESULTS + 3)
                   * (128 + 4 * NGX_HTTP_OIP_M_NAME);
 
     /* in flight, per model: summed from the admission zones */
 
-    sums = ngx_pcalloc(r->pool, 2 * n * sizeof(uint64_t));
+    sums = ngx_pcalloc(r->pool, 3 * n * sizeof(uint64_t));
 
     b = ngx_create_temp_buf(r->pool, size);
     if (b == NULL || sums == NULL) {
@@ -822,8 +823,9 @@ ngx_http_oip_metrics_histogram(u_char *p, ngx_http_oip_mslot_t *s,
 
 /*
  * Admission's families: the outcomes, the time waited, and what is in
- * flight now, which the zones hold (a share reclaimed from a worker that
- * died is gone from them too): sums, two per model, zeroed.
+ * flight or waits now, which the zones hold (a share reclaimed from a
+ * worker that died is gone from them too): sums, three per model,
+ * zeroed.
  */
 
 static u_char *
@@ -882,7 +884,7 @@ ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
 
     for (k = 0; k < zones->nelts; k++) {
         ngx_http_oip_admission_sum(zp[k], ngx_http_oip_metrics_find, &f,
-                                   sums, sums + n);
+                                   sums, sums + n, sums + 2 * n);
     }
 
     ngx_http_oip_head("oip_inflight_requests", "gauge",
@@ -901,6 +903,15 @@ ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
         p = ngx_http_oip_metrics_start(p, "oip_inflight_bytes",
                                        &z->sh->slot[i]);
         p = ngx_sprintf(p, "\"} %uL\n", sums[n + i]);
+    }
+
+    ngx_http_oip_head("oip_queue_requests", "gauge",
+                      "Infer requests waiting for an admission share now.");
+
+    for (i = 0; i < n; i++) {
+        p = ngx_http_oip_metrics_start(p, "oip_queue_requests",
+                                       &z->sh->slot[i]);
+        p = ngx_sprintf(p, "\"} %uL\n", sums[2 * n + i]);
     }
 
 done:

@@ -248,6 +248,13 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       0,
       NULL },
 
+    { ngx_string("oip_priority"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_http_set_complex_value_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, priority),
+      NULL },
+
     { ngx_string("oip_metrics_zone"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_1MORE,
       ngx_http_oip_metrics_zone,
@@ -349,6 +356,7 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->thread_pool = NGX_CONF_UNSET_PTR;
     conf->thread_threshold = NGX_CONF_UNSET_SIZE;
     conf->admit = NGX_CONF_UNSET_PTR;
+    conf->priority = NGX_CONF_UNSET_PTR;
 
     return conf;
 }
@@ -423,6 +431,7 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
                               256 * 1024);
 
     ngx_conf_merge_ptr_value(conf->admit, prev->admit, NULL);
+    ngx_conf_merge_ptr_value(conf->priority, prev->priority, NULL);
 
     return NGX_CONF_OK;
 }

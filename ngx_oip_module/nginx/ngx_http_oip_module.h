@@ -80,6 +80,8 @@ typedef struct {
     ngx_uint_t                 queue;
     uint64_t                   queue_bytes;
     ngx_msec_t                 wait;
+    ngx_uint_t                 levels;      /* 1 the highest */
+    ngx_uint_t                 default_level;
 } ngx_http_oip_admit_t;
 
 
@@ -117,6 +119,7 @@ typedef struct {
     size_t                 thread_threshold;
 
     ngx_http_oip_admit_t  *admit;           /* NULL: none */
+    ngx_http_complex_value_t  *priority;    /* oip_priority; NULL: none */
 } ngx_http_oip_loc_conf_t;
 
 
@@ -149,6 +152,12 @@ typedef struct {
     /* the model's signature, when oip_signatures is on */
     ngx_http_oip_sig_t    *sig;
     oip_signature_t       *signature;   /* NULL: not checked */
+
+    /* where the new body holds the client's timeout: the remaining
+     * budget is written there when it leaves (NULL: no timeout) */
+    u_char                *deadline_at;
+    size_t                 deadline_len;
+    unsigned               deadline_pb:1;
 
     unsigned               refetched:1; /* no second refetch */
     unsigned               misfit:1;    /* refused by the signature */
@@ -197,10 +206,11 @@ typedef enum {
     NGX_HTTP_OIP_ADM_TIMEOUT,          /* its wait ran out */
     NGX_HTTP_OIP_ADM_CANCELLED,        /* its client left while it waited */
     NGX_HTTP_OIP_ADM_RUNTIME,          /* the runtime's queue was full */
+    NGX_HTTP_OIP_ADM_EXPIRED,          /* its client's deadline passed */
     NGX_HTTP_OIP_ADM_WAITING           /* parked now */
 } ngx_http_oip_adm_e;
 
-#define NGX_HTTP_OIP_ADM_RESULTS       6
+#define NGX_HTTP_OIP_ADM_RESULTS       7
 
 /* a share: a record in the admission zone */
 typedef struct ngx_http_oip_share_s  ngx_http_oip_share_t;
@@ -214,11 +224,13 @@ typedef struct {
     ngx_queue_t            parked;      /* in this worker's, as it waits */
     uint64_t               start;       /* usec: when it asked */
     uint64_t               deadline;    /* usec: when its wait runs out */
+    ngx_uint_t             level;       /* its priority's, 1 the first */
     uint64_t               queue_usec;  /* how long it waited */
     uint64_t               handover_usec;  /* release to its resumption */
     void                 (*finalize)(ngx_http_request_t *r, ngx_int_t rc);
     unsigned               asked:1;     /* once per main request */
     unsigned               handed:1;    /* handover_usec is set */
+    unsigned               expires:1;   /* the deadline is the client's */
 } ngx_http_oip_adm_t;
 
 
@@ -408,6 +420,7 @@ extern const ngx_http_oip_transport_t  ngx_http_oip_grpc_transport;
 /* the variables (ngx_http_oip_variables.c) */
 ngx_int_t ngx_http_oip_variables_add(ngx_conf_t *cf);
 uint64_t ngx_http_oip_usec(void);
+uint64_t ngx_http_oip_start_usec(ngx_http_request_t *r);
 
 /* the metrics (ngx_http_oip_metrics.c) */
 char *ngx_http_oip_metrics_zone(ngx_conf_t *cf, ngx_command_t *cmd,
@@ -444,6 +457,8 @@ void ngx_http_oip_admission_upstream(ngx_http_request_t *r,
 void ngx_http_oip_admission_end(ngx_http_oip_ctx_t *ctx);
 ngx_int_t ngx_http_oip_admission_overload(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+ngx_int_t ngx_http_oip_admission_options(ngx_http_request_t *r,
+    oip_options_t *opt);
 ngx_http_oip_adm_e ngx_http_oip_admission_result(ngx_http_oip_ctx_t *ctx);
 
 /* its shared-memory zone (ngx_http_oip_admission_zone.c) */
@@ -452,8 +467,10 @@ typedef struct {
     ngx_str_t              key;
     ngx_str_t              model;
     uint64_t               bytes;
+    ngx_uint_t             level;       /* 1 the highest */
     ngx_http_oip_admit_t  *conf;
     ngx_log_t             *log;
+    ngx_uint_t             shed;        /* out: waiters it displaced */
     ngx_uint_t             waiting;     /* out: requests that wait */
     ngx_uint_t             held;        /* out: requests in flight */
     ngx_uint_t             retry;       /* out: Retry-After, seconds */
@@ -468,13 +485,14 @@ ngx_int_t ngx_http_oip_admission_take(ngx_shm_zone_t *shm_zone,
     ngx_http_oip_adm_ask_t *a, ngx_http_oip_share_t **share);
 ngx_uint_t ngx_http_oip_admission_granted(ngx_http_oip_share_t *s,
     uint64_t *granted);
+ngx_uint_t ngx_http_oip_admission_shed(ngx_http_oip_share_t *s);
 ngx_int_t ngx_http_oip_admission_leave(ngx_shm_zone_t *shm_zone,
     ngx_http_oip_share_t *s, ngx_uint_t *retry, ngx_uint_t *grants);
 ngx_uint_t ngx_http_oip_admission_release(ngx_shm_zone_t *shm_zone,
     ngx_http_oip_share_t *s);
 void ngx_http_oip_admission_sum(ngx_shm_zone_t *shm_zone,
     ngx_int_t (*found)(void *data, u_char *model, size_t len), void *data,
-    uint64_t *requests, uint64_t *bytes);
+    uint64_t *requests, uint64_t *bytes, uint64_t *waiting);
 
 /* the model-aware edge: fetching signatures (ngx_http_oip_signature.c) */
 ngx_int_t ngx_http_oip_signature(ngx_http_request_t *r,

@@ -454,6 +454,15 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     ngx_http_oip_options(r, &run.opt);
 
+    /* the priority that goes upstream: oip_priority's, the levels */
+
+    rc = ngx_http_oip_admission_options(r, &run.opt);
+    if (rc != NGX_OK) {
+        return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                 OIP_REASON_OTHER, "the gateway's "
+                                 "oip_priority is not a priority");
+    }
+
     if (ctx->req.transport->prepare) {
         ctx->req.transport->prepare(r, ctx, &run);
     }
@@ -550,6 +559,17 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ctx->vars.timeout = res->timeout;
     ctx->vars.has_priority = res->has_priority;
     ctx->vars.has_timeout = res->has_timeout;
+
+    /* without one, a request of the default level where levels are */
+
+    if (!res->has_priority && olcf->admit) {
+        ctx->vars.priority = olcf->admit->default_level;
+        ctx->vars.has_priority = 1;
+    }
+
+    ctx->req.deadline_at = res->deadline_at;
+    ctx->req.deadline_len = res->deadline_len;
+    ctx->req.deadline_pb = res->deadline_pb;
 
     ngx_log_debug8(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: request valid: rewritten:%d raw:%d "

@@ -344,6 +344,16 @@ ngx_http_oip_usec(void)
 }
 
 
+/* when its request line came, in the same clock: a client's deadline */
+
+uint64_t
+ngx_http_oip_start_usec(ngx_http_request_t *r)
+{
+    return (uint64_t) r->start_sec * 1000000
+           + (uint64_t) r->start_msec * 1000;
+}
+
+
 /* a refusal kept for the client, and logged */
 
 ngx_int_t

@@ -348,7 +348,8 @@ ngx_http_oip_var_admission(ngx_http_request_t *r,
 
     static ngx_str_t  results[] = {
         ngx_string("admitted"), ngx_string("queued"), ngx_string("shed"),
-        ngx_string("timeout"), ngx_string("cancelled"), ngx_string("runtime")
+        ngx_string("timeout"), ngx_string("cancelled"), ngx_string("runtime"),
+        ngx_string("expired")
     };
 
     ctx = ngx_http_oip_var_ctx(r);

@@ -32,7 +32,7 @@ FAMILIES = {"oip_requests_total", "oip_rejections_total",
             "oip_upstream_answers_total", "oip_cache_total",
             "oip_signature_lookups_total", "oip_admission_total",
             "oip_queue_seconds", "oip_inflight_requests",
-            "oip_inflight_bytes"}
+            "oip_inflight_bytes", "oip_queue_requests"}
 HISTOGRAMS = {"oip_conversion_seconds", "oip_queue_seconds"}
 
 

@@ -99,13 +99,14 @@ class Variables(GatewayTestCase):
 
     def test_priority_and_timeout(self):
         """The request-level priority and timeout, in every form: JSON,
-        binary (in its JSON header), passed on as they came."""
+        binary (in its JSON header), as the client sent them where no
+        oip_priority or levels apply."""
         def doc(params):
             return {"inputs": [{"name": "INPUT0", "datatype": "FP32",
                                 "shape": [1], "data": [1]}],
                     "parameters": params}
         for n, (params, prio, tmo) in enumerate([
-                ({"priority": 1, "timeout": 5000}, "1", "5000"),
+                ({"priority": 1, "timeout": 60000000}, "1", "60000000"),
                 ({"priority": 0, "timeout": 0}, "0", ""),
                 ({}, "", "")]):
             uri = "/keep/v2/models/identity/infer?n=%d" % n
@@ -114,12 +115,12 @@ class Variables(GatewayTestCase):
         header = {"inputs": [{"name": "INPUT0", "datatype": "FP32",
                               "shape": [1], "parameters":
                               {"binary_data_size": 4}}],
-                  "parameters": {"priority": 2, "timeout": 7}}
+                  "parameters": {"priority": 2, "timeout": 30000000}}
         body, ihcl = binary_body(header, [struct.pack("<f", 1)])
         uri = "/keep/v2/models/identity/infer?n=binary"
         st, _, out = self.post(uri, body, {IHCL: str(ihcl)})
         self.assertEqual(st, 200, out)
-        self.check(self.logged(uri), priority="2", timeout="7")
+        self.check(self.logged(uri), priority="2", timeout="30000000")
         for bad in (-1, 1.5, "1", True):
             uri = "/keep/v2/models/identity/infer?bad=%s" % bad
             st, _, out = self.post(uri, json.dumps(doc({"priority": bad})))

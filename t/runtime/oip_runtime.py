@@ -120,6 +120,11 @@ Test hooks, under /_test/, a path no runtime has (JSON in and out):
   POST   /_test/highwater/reset  the marks back to what is in flight now,
                                  served to 0 (POST /_test/reset does it too,
                                  and clears the services)
+  GET    /_test/arrivals         {"m": [{"id", "parameters"}]}: per model,
+                                 the last 256 valid infer requests in the
+                                 order they were read, each with its id
+                                 and its request-level parameters as
+                                 received (POST /_test/reset clears them)
 
 Standard library only.
 """
@@ -550,6 +555,7 @@ class Runtime:
             self.faults = {}
             self.counts = {"meta": {}, "infer": {}}
             self.services = {}
+            self.arrivals = {}
         self.reset_marks()
 
     MARKS = ("now", "concurrent", "running_now", "running", "bytes_now",
@@ -923,6 +929,11 @@ class Runtime:
         if flight:
             flight.parsed(tensors)
         model.check_inputs(model_name, tensors)
+        with self.lock:
+            self.arrivals.setdefault(
+                model_name, collections.deque(maxlen=256)).append(
+                {"id": (req or {}).get("id"),
+                 "parameters": (req or {}).get("parameters")})
         try:
             with self.instance(model_name, flight):
                 results = {t.name: t for t in model.run(tensors)}
@@ -1270,6 +1281,10 @@ class Handler(BaseHTTPRequestHandler):
                              "now": v["now"], "served": v["served"]}
                          for m, v in runtime.highwater.items()}
             return self.json_reply(200, marks)
+        if self.command == "GET" and parts == ["arrivals"]:
+            with runtime.lock:
+                arrivals = {m: list(v) for m, v in runtime.arrivals.items()}
+            return self.json_reply(200, arrivals)
         if self.command == "POST" and parts == ["highwater", "reset"]:
             runtime.reset_marks()
             return self.json_reply(200, {})

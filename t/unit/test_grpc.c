@@ -117,6 +117,7 @@ grpc_refused(const char *json, const oip_grpc_options_t *g, int status,
 static void
 test_request(void)
 {
+    int                 st;
     oip_grpc_options_t  g;
 
 #define IN_INT32                                                              \
@@ -161,6 +162,47 @@ test_request(void)
             "32 03 0a 01 50"
             "3a 01 01",
             "version, id, parameters of each kind, outputs");
+
+    /* the effective priority as int64_param, replaced or added; the
+     * timeout in ten bytes, its place given */
+    {
+        run_t          r;
+        const char    *json;
+        u_char        *got;
+        size_t         len;
+        oip_options_t  o = opts;
+
+        o.inputs = OIP_FORM_BINARY;
+        o.grpc = &gopt;
+        o.levels = 2;
+        o.default_level = 2;
+
+        json = "{\"parameters\":{\"priority\":5,\"timeout\":300},"
+               "\"inputs\":[{\"name\":\"I\",\"datatype\":\"BOOL\","
+               "\"shape\":[1],\"data\":[true]}]}";
+        st = run_opts(&r, &o, json, strlen(json), NULL, 0, -1, OIP_ENC_NONE);
+        got = r.out;
+        len = r.len;
+        ok(st == 0 && r.req.deadline_pb && r.req.deadline_len == 10
+           && memmem(got, len, "\x22\x0e\x0a\x08priority\x12\x02\x10\x02",
+                     15) != NULL
+           && memmem(got, len, "\x22\x16\x0a\x07timeout\x12\x0b\x10"
+                     "\xac\x82\x80\x80\x80\x80\x80\x80\x80\x00", 23) != NULL
+           && r.req.deadline_at[0] == 0xac && r.req.deadline_at[9] == 0,
+           "gRPC: the priority by the levels, the timeout in ten bytes");
+        run_free(&r);
+
+        o.levels = 0;
+        o.priority_set = 1;
+        o.priority = 1;
+        st = run_opts(&r, &o, IN_INT32, strlen(IN_INT32), NULL, 0, -1,
+                      OIP_ENC_NONE);
+        ok(st == 0 && r.req.deadline_at == NULL
+           && memmem(r.out, r.len, "\x22\x0e\x0a\x08priority\x12\x02\x10\x01",
+                     15) != NULL,
+           "gRPC: oip_priority's value added as int64_param");
+        run_free(&r);
+    }
 
     /* typed: int_contents as varints, negatives in ten bytes */
     g = gopt;

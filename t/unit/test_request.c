@@ -1121,6 +1121,123 @@ test_priority_timeout(void)
 }
 
 
+/* what goes upstream: the effective priority, the timeout's place */
+
+static void
+prio_is(const oip_options_t *o, const char *params, const char *want,
+    uint64_t eff, int given, const char *what)
+{
+    int     st;
+    run_t   r;
+    char    json[512];
+
+    snprintf(json, sizeof(json), "{\"inputs\":[{\"name\":\"x\",\"shape\":"
+             "[1],\"datatype\":\"INT32\",\"data\":[1]}]%s}", params);
+
+    st = run_opts(&r, o, json, strlen(json), NULL, 0, -1, OIP_ENC_NONE);
+
+    if (!ok(st == 0 && strstr((char *) r.out, want) != NULL
+            && r.req.priority == eff && r.req.has_priority == given
+            && (strcmp(want, params) != 0 || !r.req.rewritten),
+            "%s", what))
+    {
+        diag("%d: %.*s (priority %llu, %d)", st, (int) r.len, r.out,
+             (unsigned long long) r.req.priority, r.req.has_priority);
+    }
+
+    run_free(&r);
+}
+
+
+static void
+test_priority_edits(void)
+{
+    int            st;
+    run_t          r;
+    const char    *json;
+    oip_options_t  o;
+
+    o = opts;
+    o.levels = 2;
+    o.default_level = 2;
+
+    prio_is(&o, ",\"parameters\":{\"priority\":1}",
+            ",\"parameters\":{\"priority\":1}", 1, 1,
+            "a level in range goes as it came");
+    prio_is(&o, ",\"parameters\":{\"priority\":7,\"a\":1}",
+            ",\"parameters\":{\"priority\":2,\"a\":1}", 2, 1,
+            "above the levels: the default level, written");
+    prio_is(&o, ",\"parameters\":{\"priority\":0}",
+            ",\"parameters\":{\"priority\":2}", 2, 1,
+            "0: the default level, written");
+    prio_is(&o, "", "\"data\":[1]}]}", 0, 0,
+            "none: none upstream (the runtime's default)");
+
+    /* oip_priority: overrides both ways, added where the client had none */
+
+    o.priority_set = 1;
+    o.priority = 1;
+    prio_is(&o, ",\"parameters\":{\"priority\":2}",
+            ",\"parameters\":{\"priority\":1}", 1, 1,
+            "oip_priority raises a request");
+    prio_is(&o, "", "\"data\":[1]}],\"parameters\":{\"priority\":1}}", 1, 1,
+            "oip_priority added, \"parameters\" made");
+    prio_is(&o, ",\"parameters\":{\"a\":1}",
+            ",\"parameters\":{\"a\":1,\"priority\":1}", 1, 1,
+            "oip_priority added to the parameters");
+    prio_is(&o, ",\"parameters\":{}", ",\"parameters\":{\"priority\":1}", 1, 1,
+            "oip_priority added to empty parameters");
+    o.priority = 9;
+    prio_is(&o, ",\"parameters\":{\"priority\":1}",
+            ",\"parameters\":{\"priority\":2}", 2, 1,
+            "oip_priority lowers a request, the level rule after it");
+
+    /* with the outputs' flag: one "parameters" for both */
+
+    o.priority = 1;
+    o.outputs = OIP_FORM_BINARY;
+    prio_is(&o, "", ",\"parameters\":{\"binary_data_output\":true,"
+            "\"priority\":1}}", 1, 1, "flag and priority made together");
+    prio_is(&o, ",\"parameters\":{\"a\":1}",
+            ",\"parameters\":{\"a\":1,\"binary_data_output\":true,"
+            "\"priority\":1}}", 1, 1, "flag and priority added together");
+    prio_is(&o, ",\"parameters\":{\"priority\":2}",
+            ",\"parameters\":{\"priority\":1,\"binary_data_output\":true}}",
+            1, 1, "flag added, priority replaced");
+
+    o.outputs = OIP_FORM_JSON;
+    prio_is(&o, ",\"parameters\":{\"binary_data_output\":true}",
+            ",\"parameters\":{\"priority\":1}}", 1, 1,
+            "the flag alone: the priority takes its place");
+    prio_is(&o, ",\"parameters\":{\"binary_data_output\":true,\"a\":1}",
+            ",\"parameters\":{\"a\":1,\"priority\":1}}", 1, 1,
+            "the flag removed, the priority added");
+
+    /* the timeout: its digits where the glue writes the remaining time */
+
+    json = "{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":"
+           "\"INT32\",\"data\":[1]}],\"parameters\":{\"timeout\":50000 }}";
+    st = run(&r, OIP_FORM_KEEP, json, strlen(json), NULL, 0, -1);
+    ok(st == 0 && r.req.rewritten && r.req.deadline_len == 5
+       && !r.req.deadline_pb && memcmp(r.req.deadline_at, "50000", 5) == 0,
+       "a timeout: rewritten, its digits' place given");
+    memcpy(r.req.deadline_at, "123  ", 5);
+    free(r.out);
+    r.out = flatten(r.req.segs, r.req.nsegs, r.req.body_len, &r.len);
+    ok(r.len == strlen(json)
+       && strstr((char *) r.out, "{\"timeout\":123   }}") != NULL,
+       "the remaining time written in place, padded");
+    run_free(&r);
+
+    json = "{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":"
+           "\"INT32\",\"data\":[1]}],\"parameters\":{\"timeout\":0}}";
+    st = run(&r, OIP_FORM_KEEP, json, strlen(json), NULL, 0, -1);
+    ok(st == 0 && !r.req.rewritten && r.req.deadline_at == NULL,
+       "timeout 0 is none: nothing to write");
+    run_free(&r);
+}
+
+
 int
 main(void)
 {
@@ -1137,6 +1254,7 @@ main(void)
     test_reasons();
     test_body_file();
     test_priority_timeout();
+    test_priority_edits();
 
     return tap_done();
 }

@@ -1,0 +1,234 @@
+#!/usr/bin/python3
+#
+# Copyright (C) ngx_oip_module authors
+#
+"""Priorities under overload (issue 28): the latency of high-priority
+requests while low-priority ones flood the model, against their own
+latency unloaded, in one run.
+
+The upstream is the example runtime given a fixed service time, as in
+bench_admission.py: the model runs on N instances, each request holding
+one S seconds (S = 0.05 s, N = 8: capacity N/S = 160 requests a second).
+The gateway is a real nginx with 2 workers in front of it:
+
+    oip_admit zone=adm concurrency=N queue=64 wait=5s levels=2
+
+Load: open-loop clients (asyncio, in this process), requests of 1 KB of
+FP32 JSON, each with its request-level "priority":
+
+    unloaded   high priority (1) alone at 20% of capacity
+    loaded     high priority at 20% and low priority (2) at 380%
+    fifo       the same two loads, both without a priority: what the
+               high-priority traffic would see without levels (no
+               target)
+
+for OIP_PRIO_SECONDS (10) each.  Latency is counted from the time a
+request was due; a request not answered 7 s after it was due is given
+up.
+
+Targets (issue 28), loaded:
+    high-priority p99 <= 1.6 x its p99 unloaded;
+    no high-priority request refused (every one a 200).
+The exit status says whether they held; a module without oip_admit's
+levels (nginx refuses the configuration) counts as missed.
+
+Environment: OIP_PRIO_SECONDS (10), OIP_PRIO_SERVICE (S, 0.05),
+OIP_PRIO_INSTANCES (N, 8), OIP_MODULE (the module; copied before use).
+"""
+
+import asyncio
+import http.client
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from bench_admission import (CONF, access_log, conf_error, log_size,
+                             module_copy, open_loop, pct)
+from bench_e2e import Server, fp32_json
+from oiptest import PYTHON, RUNTIME, free_port, wait_port
+
+SECONDS = float(os.environ.get("OIP_PRIO_SECONDS", "10"))
+SERVICE = float(os.environ.get("OIP_PRIO_SERVICE", "0.05"))
+INSTANCES = int(os.environ.get("OIP_PRIO_INSTANCES", "8"))
+CAPACITY = INSTANCES / SERVICE
+HIGH, LOW = 0.2, 3.8            # offered loads, times capacity
+MODEL = "identity"
+
+HTTP = "oip_admission_zone zone=adm:1m;"
+LOCATION = ("oip_admit zone=adm concurrency=%d queue=64 wait=5s levels=2;"
+            % INSTANCES)
+FIELDS = "|$oip_admission|$oip_queue_time|$oip_handover_time"
+
+
+class PrioRuntime:
+    """The example runtime with the model's service time and instances."""
+
+    def __init__(self, work):
+        self.port = free_port()
+        self.log = os.path.join(work, "runtime.log")
+        with open(self.log, "ab") as err:
+            self.proc = subprocess.Popen(
+                [PYTHON, RUNTIME, "--port", str(self.port)],
+                stdout=subprocess.DEVNULL, stderr=err)
+        wait_port(self.port, self.proc)
+        self.hook("PUT", "/_test/service/" + MODEL,
+                  {"seconds": SERVICE, "instances": INSTANCES})
+
+    def hook(self, method, path, doc=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request(method, path,
+                         body=None if doc is None else json.dumps(doc))
+            r = conn.getresponse()
+            data = r.read()
+            if r.status != 200:
+                raise RuntimeError("%s %s: %d %r" % (method, path, r.status,
+                                                      data))
+            return json.loads(data)
+        finally:
+            conn.close()
+
+    def settle(self):
+        """Nothing of the last run left in flight."""
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            now = self.hook("GET", "/_test/highwater").get(MODEL, {})
+            if not now.get("now"):
+                return
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+
+def with_priority(body, priority):
+    """The request with its request-level priority (None: none)."""
+    if priority is None:
+        return body
+    return b'{"parameters":{"priority":%d},' % priority + body[1:]
+
+
+def stats(records, logged=None):
+    ok = [r for r in records if r["status"] == 200]
+    lat = [r["latency"] * 1e3 for r in ok]
+    out = {"n": len(records), "ok": len(ok),
+           "refused": sum(1 for r in records if r["status"] == 429),
+           "other": sum(1 for r in records if r["status"] not in (200, 429)),
+           "p50": pct(lat, 50), "p99": pct(lat, 99)}
+    if logged is not None:
+        out["admission"] = {}
+        for r in records:
+            a = logged.get(r["id"], (None, "-"))[1]
+            out["admission"][a] = out["admission"].get(a, 0) + 1
+    return out
+
+
+def main():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+    work = tempfile.mkdtemp(prefix="oip-prio-")
+    os.chmod(work, 0o755)
+    module = module_copy(work)
+    body = fp32_json(1024, 1)
+    loop = asyncio.new_event_loop()
+
+    err = conf_error(CONF, module=module, up=free_port(), fields=FIELDS,
+                     http=HTTP, location=LOCATION)
+    if err:
+        print("nginx refuses oip_admit with levels: no run\n" + err)
+        print("SOME TARGETS MISSED")
+        return 1
+
+    runtime = PrioRuntime(work)
+    server = None
+    results = {}
+    try:
+        server = Server("prio", CONF, module=module, up=runtime.port,
+                        http=HTTP, location=LOCATION, fields=FIELDS)
+        warm = loop.run_until_complete(open_loop(
+            server.port, with_priority(body, 1), CAPACITY * 0.5, 1, "warm"))
+        if any(r["status"] != 200 for r in warm):
+            raise RuntimeError("warm-up answered %s"
+                               % sorted({r["status"] for r in warm}))
+
+        runs = [("unloaded", [("high", 1, HIGH)]),
+                ("loaded", [("high", 1, HIGH), ("low", 2, LOW)]),
+                ("fifo", [("high", None, HIGH), ("low", None, LOW)])]
+        for n, (run, loads) in enumerate(runs):
+            runtime.settle()
+            offset = log_size(server)
+            groups = loop.run_until_complete(asyncio.gather(*(
+                open_loop(server.port, with_priority(body, prio),
+                          factor * CAPACITY, SECONDS, "%s%d" % (tag, n))
+                for tag, prio, factor in loads)))
+            time.sleep(0.3)                 # the last lines of the log
+            logged = access_log(server, offset)
+            for (tag, _, _), recs in zip(loads, groups):
+                results[(run, tag)] = stats(recs, logged)
+    finally:
+        loop.close()
+        if server:
+            try:
+                server.stop()
+            except (RuntimeError, subprocess.TimeoutExpired) as e:
+                print("nginx: %s" % e)
+        runtime.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+    print("priorities, 2 workers, the example runtime: %s on %d instances "
+          "of %.0f ms (capacity %.0f/s); open loop, %g s a run, 1 KB FP32 "
+          "JSON; oip_admit concurrency=%d queue=64 wait=5s levels=2"
+          % (MODEL, INSTANCES, SERVICE * 1e3, CAPACITY, SECONDS, INSTANCES))
+    print("%-9s %-5s %7s | %6s %8s %6s | %8s %8s | %s"
+          % ("run", "", "req/s", "200", "429", "other", "p50 ms", "p99 ms",
+             "$oip_admission"))
+    for (run, tag), r in results.items():
+        factor = HIGH if tag == "high" else LOW
+        print("%-9s %-5s %7.0f | %6d %8d %6d | %8.1f %8.1f | %s"
+              % (run, tag, factor * CAPACITY, r["ok"], r["refused"],
+                 r["other"], r["p50"], r["p99"],
+                 json.dumps(r["admission"], sort_keys=True)))
+
+    fails = 0
+
+    def target(what, value, bound, at_least=False):
+        nonlocal fails
+        good = value >= bound if at_least else value <= bound
+        fails += not good
+        print("  %-56s %7.2f  (%s %.2f)  %s"
+              % (what, value, ">=" if at_least else "<=", bound,
+                 "ok" if good else "MISSED"))
+
+    high, unloaded = results[("loaded", "high")], results[("unloaded",
+                                                          "high")]
+    print("\ntargets (priorities, high at %g%% and low at %g%% of "
+          "capacity):" % (HIGH * 100, LOW * 100))
+    target("high-priority p99 loaded / its p99 unloaded",
+           high["p99"] / unloaded["p99"], 1.6)
+    target("high-priority requests not answered 200",
+           high["n"] - high["ok"], 0)
+    fifo = results[("fifo", "high")]
+    print("  %-56s %7.2f  (no target)"
+          % ("the same without priorities: p99 / unloaded p99",
+             fifo["p99"] / unloaded["p99"]))
+    print("  %-56s %7.2f  (no target)"
+          % ("low priority: 200s a second / capacity",
+             results[("loaded", "low")]["ok"] / SECONDS / CAPACITY))
+    print("all targets met" if not fails else "SOME TARGETS MISSED")
+    return 1 if fails else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
