@@ -9,7 +9,9 @@
  * (JSON data as it converts, nested or flat alike); the outputs asked
  * for, by name order, with their parameters and the form the upstream
  * is asked to answer them in; the request's parameters.  Never "id",
- * never binary_data_size (a property of one encoding).  Parameters are
+ * never binary_data_size (a property of one encoding), never the
+ * request's "priority" and "timeout" (when and whether it is run, not
+ * what it answers: a gateway rewrites the timeout on every request).  Parameters are
  * sorted by key; their values are compared as written, strings
  * unescaped.  Every field is length-prefixed: no two requests write the
  * same bytes.  The caller hashes them (oip_digest_t).
@@ -176,7 +178,7 @@ oip_request_digest(oip_req_t *rq)
     oip_dig_u64(&d, deflt);
 
     if (oip_dig_params(&d, m, rq->top.has_params ? rq->top.params_at : NULL,
-                       "binary_data_output", 18)
+                       NULL, 0)
         != 0)
     {
         return -1;
@@ -239,7 +241,10 @@ oip_dig_input(oip_dig_t *d, oip_msg_t *m, oip_item_t *it,
 }
 
 
-/* a parameters object (or none), by key, but for one key */
+/*
+ * A parameters object (or none), by key, but for one key; skip NULL:
+ * the request's, without binary_data_output and the scheduling keys.
+ */
 
 static int
 oip_dig_params(oip_dig_t *d, oip_msg_t *m, const uint8_t *at,
@@ -269,7 +274,11 @@ oip_dig_params(oip_dig_t *d, oip_msg_t *m, const uint8_t *at,
 
     while ((rc = oip_walk_next(&sub, &w)) == 1) {
 
-        if (oip_json_str_eq(&w.key, skip, skip_len)) {
+        if (skip ? oip_json_str_eq(&w.key, skip, skip_len)
+                 : (oip_json_str_eq(&w.key, "binary_data_output", 18)
+                    || oip_json_str_eq(&w.key, "priority", 8)
+                    || oip_json_str_eq(&w.key, "timeout", 7)))
+        {
             if (oip_json_skip(&sub) != 0) {
                 rc = -1;
                 break;

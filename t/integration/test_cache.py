@@ -137,9 +137,14 @@ class Digest(GatewayTestCase):
         self.assertRegex(want, "^[0-9a-f]{64}$")
         body, n = simple_binary(A, B, "b", binary_out=False)
         gz = gzip.compress(json.dumps(simple(A, B, nested=True)).encode())
+        sched = simple(A, B, "d")
+        sched["parameters"] = {"priority": 1, "timeout": 60000000}
         for what, uri, body, headers in [
                 ("nested, no id", "/keep" + m,
                  json.dumps(simple(A, B, nested=True)), None),
+                # when and whether it runs, not what it answers
+                ("a priority and a timeout", "/keep" + m, json.dumps(sched),
+                 None),
                 ("binary, inputs reordered", "/keep" + m, body,
                  {IHCL: str(n)}),
                 ("gzip", "/keep" + m, gz, {"Content-Encoding": "gzip"}),
@@ -162,7 +167,7 @@ class Digest(GatewayTestCase):
         output = simple(A, B)
         output["outputs"] = [{"name": "OUTPUT0"}]
         param = simple(A, B)
-        param["parameters"] = {"priority": 1}
+        param["parameters"] = {"temperature": 1}
         for what, uri, doc in [
                 ("a value", m, value),
                 ("the outputs", m, output),

@@ -144,6 +144,18 @@ test_encodings(void)
         n = compress_with(15 + 16, JSON_FLAT, strlen(JSON_FLAT), z, sizeof(z));
         c = canon_of(&o, "", z, n, -1, OIP_ENC_GZIP, &st);
         ok(canon_same(&base, &c), "form %u: gzip", f);
+
+        /* when and whether it runs is not what it answers */
+        c = canon_of(&o, "{\"id\":\"one\",\"inputs\":["
+            "{\"name\":\"x\",\"shape\":[2,2],\"datatype\":\"FP32\","
+            "\"data\":[1,2.5,-3,4]},"
+            "{\"name\":\"s\",\"shape\":[2],\"datatype\":\"BYTES\","
+            "\"data\":[\"ab\",\"\"]}],"
+            "\"outputs\":[{\"name\":\"y\",\"parameters\":{\"k\":3}},"
+            "{\"name\":\"z\"}],\"parameters\":{\"timeout\":70000,"
+            "\"a\":\"A\",\"priority\":1,\"b\":true}}", NULL, 0, -1,
+            OIP_ENC_NONE, &st);
+        ok(canon_same(&base, &c), "form %u: a priority and a timeout", f);
     }
 
     free(base.p);
