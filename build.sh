@@ -253,6 +253,9 @@ do_bench() {
     OIP_ADMIT_DATA="$bin/admission.dat" \
         "$PY" "$ROOT/t/bench/bench_admission.py" || rc=1
 
+    phase "priorities: high-priority latency under a low-priority flood"
+    "$PY" "$ROOT/t/bench/bench_priority.py" || rc=1
+
     phase "instructions a 1 KB request costs (callgrind, about 15 minutes)"
     "$PY" "$ROOT/t/bench/bench_instructions.py" || rc=1
 

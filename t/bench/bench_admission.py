@@ -159,9 +159,11 @@ ADMIT_LOCATION = ("oip_admit zone=adm concurrency=%d queue=%d wait=%ds;"
 
 class BenchRuntime:
     """The example runtime, on one port for the whole run (the gateways
-    name it), started anew when a run leaves requests in it."""
+    name it), started anew when a run leaves requests in it; the model
+    on `instances` of `seconds` each (this bench's, by default)."""
 
-    def __init__(self, work):
+    def __init__(self, work, seconds=SERVICE, instances=INSTANCES):
+        self.seconds, self.instances = seconds, instances
         self.port = free_port()
         self.log = os.path.join(work, "runtime.log")
         self.proc = None
@@ -176,7 +178,7 @@ class BenchRuntime:
                 stdout=subprocess.DEVNULL, stderr=err)
         wait_port(self.port, self.proc)
         self.hook("PUT", "/_test/service/" + MODEL,
-                  {"seconds": SERVICE, "instances": INSTANCES})
+                  {"seconds": self.seconds, "instances": self.instances})
 
     def stop(self):
         if self.proc and self.proc.poll() is None:

@@ -37,12 +37,10 @@ OIP_PRIO_INSTANCES (N, 8), OIP_MODULE (the module; copied before use).
 """
 
 import asyncio
-import http.client
 import json
 import os
 import resource
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -51,10 +49,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from bench_admission import (CONF, access_log, conf_error, log_size,
-                             module_copy, open_loop, pct)
+from bench_admission import (CONF, BenchRuntime, access_log, conf_error,
+                             log_size, module_copy, open_loop, pct)
 from bench_e2e import Server, fp32_json
-from oiptest import PYTHON, RUNTIME, free_port, wait_port
+from oiptest import free_port
 
 SECONDS = float(os.environ.get("OIP_PRIO_SECONDS", "10"))
 SERVICE = float(os.environ.get("OIP_PRIO_SERVICE", "0.05"))
@@ -67,49 +65,6 @@ HTTP = "oip_admission_zone zone=adm:1m;"
 LOCATION = ("oip_admit zone=adm concurrency=%d queue=64 wait=5s levels=2;"
             % INSTANCES)
 FIELDS = "|$oip_admission|$oip_queue_time|$oip_handover_time"
-
-
-class PrioRuntime:
-    """The example runtime with the model's service time and instances."""
-
-    def __init__(self, work):
-        self.port = free_port()
-        self.log = os.path.join(work, "runtime.log")
-        with open(self.log, "ab") as err:
-            self.proc = subprocess.Popen(
-                [PYTHON, RUNTIME, "--port", str(self.port)],
-                stdout=subprocess.DEVNULL, stderr=err)
-        wait_port(self.port, self.proc)
-        self.hook("PUT", "/_test/service/" + MODEL,
-                  {"seconds": SERVICE, "instances": INSTANCES})
-
-    def hook(self, method, path, doc=None):
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request(method, path,
-                         body=None if doc is None else json.dumps(doc))
-            r = conn.getresponse()
-            data = r.read()
-            if r.status != 200:
-                raise RuntimeError("%s %s: %d %r" % (method, path, r.status,
-                                                      data))
-            return json.loads(data)
-        finally:
-            conn.close()
-
-    def settle(self):
-        """Nothing of the last run left in flight."""
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            now = self.hook("GET", "/_test/highwater").get(MODEL, {})
-            if not now.get("now"):
-                return
-            time.sleep(0.05)
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
 
 
 def with_priority(body, priority):
@@ -151,7 +106,7 @@ def main():
         print("SOME TARGETS MISSED")
         return 1
 
-    runtime = PrioRuntime(work)
+    runtime = BenchRuntime(work, SERVICE, INSTANCES)
     server = None
     results = {}
     try:

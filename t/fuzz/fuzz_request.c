@@ -33,7 +33,9 @@
  *   c[12]     small max_tensor_size: 8 * c[12]
  *   c[13]     which allocation fails
  *   c[14]     bits 0-4: if not 0, the raw dimensions are that many
- *             first bytes of the body, as text
+ *             first bytes of the body, as text; bit 5: levels 2,
+ *             default level 2 (oip_admit's); bits 6-7: if not 0, the
+ *             priority oip_priority gives
  *   c[15]     bits 0-4: oip_ihcl_parse() and the framing functions
  *             are checked on that many first bytes of the body, as an
  *             IHCL value and as a Content-Encoding; bits 5-6: how many
@@ -193,6 +195,16 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     opt.max_depth = 1 + c[1] % 200;
     opt.raw_outputs = (c[2] & 0x10) ? OIP_FORM_JSON : OIP_FORM_BINARY;
     opt.finite_upstream = (c[2] & 0x20) ? 1 : 0;
+
+    if (c[14] & 0x20) {
+        opt.levels = 2;
+        opt.default_level = 2;
+    }
+
+    if (c[14] >> 6) {
+        opt.priority = c[14] >> 6;
+        opt.priority_set = 1;
+    }
 
     if (c[0] & 0x40) {
         opt.max_json_size = 16 + 16 * (size_t) c[11];
@@ -641,6 +653,30 @@ fz_request_check(const oip_result_t *req, const oip_options_t *opt,
     fz_assert(!req->decompressed || req->rewritten,
               "decompressed but sent as it came");
 
+    /* the timeout's place: in the new body, the client's digits there */
+
+    fz_assert(!req->deadline_at || (req->rewritten && req->has_timeout
+                                    && req->timeout > 0
+                                    && req->deadline_len >= 1
+                                    && req->deadline_len <= 19),
+              "a timeout's place without a timeout");
+
+    if (req->deadline_at) {
+        for (i = 0, sum = 0; i < req->nsegs; i++) {
+            sum |= (req->deadline_at >= req->segs[i].data
+                    && req->deadline_at + req->deadline_len
+                       <= req->segs[i].data + req->segs[i].len);
+        }
+
+        fz_assert(sum, "a timeout's place outside the new body");
+
+        for (j = 0; j < req->deadline_len; j++) {
+            fz_assert(req->deadline_at[j] >= '0'
+                      && req->deadline_at[j] <= '9',
+                      "a timeout's place holds other than its digits");
+        }
+    }
+
     if (req->rewritten) {
         fz_segs_check(req->segs, req->nsegs, req->header_len,
                       req->body_len);
@@ -693,7 +729,7 @@ static void
 fz_request_refeed(const oip_result_t *req, const oip_options_t *opt)
 {
     off_t           ihcl;
-    u_char         *out;
+    u_char         *out, *again_out;
     oip_alloc_t     alloc;
     arena_t      arena;
     oip_options_t   o;
@@ -735,7 +771,20 @@ fz_request_refeed(const oip_result_t *req, const oip_options_t *opt)
     }
 
     fz_assert(again.status == 0, "the codec refuses its own request");
-    fz_assert(!again.rewritten, "the codec's own request rewritten again");
+
+    /* a timeout's place is written anew, the same bytes */
+
+    if (again.rewritten && again.deadline_at) {
+        again_out = fz_flatten(again.segs, again.nsegs, again.body_len);
+        fz_assert(again.body_len == req->body_len
+                  && memcmp(again_out, out, req->body_len) == 0,
+                  "the codec's own request with a timeout changed again");
+        free(again_out);
+
+    } else {
+        fz_assert(!again.rewritten,
+                  "the codec's own request rewritten again");
+    }
 
     arena_destroy(&arena);
     free(out);

@@ -47,7 +47,7 @@ def req_config(inputs='keep', outputs='keep', enc='none', depth=100,
                ihcl=IHCL_NONE, ihcl_value=0, small=None, raw=None,
                raw_outputs_json=False, fail_at=None, fail_all=False,
                raw_name=0, dims_text=0, ihcl_text=0, finite=False,
-               signature=False, coerce=False):
+               signature=False, coerce=False, levels=False, priority=0):
     """The 16 bytes fuzz_request.c reads first (see its comment)."""
     c = bytearray(16)
     c[0] = FORM[inputs] | (FORM[outputs] << 2) | (ENC[enc] << 4)
@@ -78,6 +78,11 @@ def req_config(inputs='keep', outputs='keep', enc='none', depth=100,
     # is checked on the first ihcl_text bytes
     c[14] = dims_text
     c[15] = ihcl_text
+
+    # oip_admit's levels (2, default 2); oip_priority's value (1 to 3)
+    if levels:
+        c[14] |= 0x20
+    c[14] |= priority << 6
 
     if raw_outputs_json:
         c[2] |= 0x10
@@ -313,6 +318,21 @@ def request_seeds():
     s['kserve_nulls_keep'] = req_config() + nulls
     s['kserve_nulls_binary'] = req_config('binary', 'binary') + nulls
     s['kserve_nulls_json_out'] = req_config('keep', 'json') + nulls
+
+    # the priority that goes upstream, the timeout's place
+    s['priority_levels_timeout'] = (
+        req_config(levels=True, priority=1)
+        + js({'parameters': {'priority': 5, 'timeout': 300000},
+              'inputs': [tensor('x', 'FP32', [2], [1, 2])]}))
+    s['priority_added_with_flag'] = (
+        req_config('keep', 'binary', priority=2)
+        + js({'inputs': [tensor('x', 'FP32', [2], [1, 2])]}))
+    hdr = js({'parameters': {'timeout': 9000, 'binary_data_output': True},
+              'inputs': [tensor('b', 'FP32', [2], bds=8)]})
+    s['timeout_binary_flag_removed'] = (
+        req_config('json', 'json', ihcl=IHCL_TAIL, ihcl_value=8,
+                   levels=True, priority=3)
+        + hdr + le('f', [1.0, 2.0]))
 
     # NaN and Infinity towards a JSON-only runtime
     s['nonfinite_json_refused'] = (req_config(finite=True)

@@ -121,13 +121,15 @@ class Variables(GatewayTestCase):
         st, _, out = self.post(uri, body, {IHCL: str(ihcl)})
         self.assertEqual(st, 200, out)
         self.check(self.logged(uri), priority="2", timeout="30000000")
-        for bad in (-1, 1.5, "1", True):
-            uri = "/keep/v2/models/identity/infer?bad=%s" % bad
-            st, _, out = self.post(uri, json.dumps(doc({"priority": bad})))
-            self.assertEqual(st, 400, out)
-            self.assertIn('parameter "priority" must be an integer from 0 '
-                          'to 9223372036854775807', json.loads(out)["error"])
-            self.check(self.logged(uri), priority="", reason="datatype")
+        for key in ("priority", "timeout"):
+            for bad in (-1, 1.5, "1", True, 2 ** 63):
+                uri = "/keep/v2/models/identity/infer?bad=%s%s" % (key, bad)
+                st, _, out = self.post(uri, json.dumps(doc({key: bad})))
+                self.assertEqual(st, 400, out)
+                self.assertIn('parameter "%s" must be an integer from 0 '
+                              'to 9223372036854775807' % key,
+                              json.loads(out)["error"])
+                self.check(self.logged(uri), priority="", reason="datatype")
 
     def test_json_converted(self):
         uri = "/binary/v2/models/identity/infer"
