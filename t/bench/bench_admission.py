@@ -314,13 +314,20 @@ async def one(pool, request, due, t0, rec):
 async def open_loop(port, body, rate, seconds, tag):
     """Requests at a fixed rate for seconds, whatever the answers; one
     record a request."""
+    return await scheduled(port, body, [i / rate
+                                        for i in range(int(rate * seconds))],
+                           tag)
+
+
+async def scheduled(port, body, times, tag):
+    """Requests due at the given times (seconds from the start),
+    whatever the answers; one record a request."""
     loop = asyncio.get_running_loop()
     pool = Pool(port)
-    n = int(rate * seconds)
     records, tasks = [], []
     t0 = loop.time() + 0.05
-    for i in range(n):
-        due = t0 + i / rate
+    for i, t in enumerate(times):
+        due = t0 + t
         delay = due - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)

@@ -27,8 +27,10 @@ Such noise only adds instructions; a figure is the least of R runs.
 
 Issue 26's targets, against the counts of bcfc523 (before its rework of
 the conversions; docs/performance.md): keep and binary within +2%, grpc
-lower.  Issue 27's: admit adds at most 1,500 to keep.  The exit status
-says whether they held.
+lower.  Issue 27's: admit adds at most 1,500 to keep.  Issue 28's:
+priorities and deadlines unused (no priority, no timeout, no
+oip_priority) cost nothing measurable: keep, grpc and admit within +1%
+of 6e4e06d's counts.  The exit status says whether they held.
 """
 
 import http.client
@@ -51,6 +53,9 @@ URI = "/v2/models/m/infer"
 
 # the counts of bcfc523, the least of 3 runs of N = 100 (a request's)
 BEFORE = {"plain": 24897, "keep": 42614, "binary": 58336, "grpc": 86098}
+
+# the counts of 6e4e06d, before issue 28's priorities and deadlines
+BEFORE_28 = {"keep": 42946, "grpc": 74002, "admit": 43810}
 
 ROWS = [
     ("plain", "", PROXY_PASS, ""),
@@ -140,6 +145,14 @@ def main():
         print("target: %-6s / bcfc523's %s %.2f: %.3f %s"
               % (key, "<=" if key != "grpc" else "<", bound, ratio,
                  "held" if ok else "MISSED"))
+    for key in sorted(BEFORE_28):
+        if key not in results:
+            continue
+        ratio = results[key] / BEFORE_28[key]
+        ok = ratio <= 1.01
+        held &= ok
+        print("target: %-6s / 6e4e06d's <= 1.01: %.3f %s"
+              % (key, ratio, "held" if ok else "MISSED"))
     if "admit" in results and "keep" in results:
         added = results["admit"] - results["keep"]
         ok = added <= 1500

@@ -19,7 +19,8 @@ had in flight at once, by its own count.
    pool, gRPC, signature, cache hit, error before connect, error_page.
 4. A reload under load; a worker killed with SIGKILL while it holds
    shares: the survivors reclaim them.
-5. Bad values of every directive.
+5. Bad values of every directive (oip_priority and oip_admit's levels
+   too; their behaviour is test_priority.py's).
 """
 
 import http.client
@@ -769,7 +770,20 @@ class Directives(GatewayTestCase):
                 ("oip_admit zone=adm key=$nosuch concurrency=1;",
                  "unknown \"nosuch\" variable"),
                 ("oip_admit zone=nowhere concurrency=1;",
-                 "zero size shared memory zone \"nowhere\"")]:
+                 "zero size shared memory zone \"nowhere\""),
+                ("oip_admit zone=adm concurrency=1 levels=0;",
+                 'invalid parameter "levels=0"'),
+                ("oip_admit zone=adm concurrency=1 levels=x;",
+                 "invalid parameter"),
+                ("oip_admit zone=adm concurrency=1 default_level=0;",
+                 "invalid parameter"),
+                ("oip_admit zone=adm concurrency=1 default_level=3;",
+                 "has default_level= above its levels="),
+                ("oip_admit zone=adm concurrency=1 levels=4 "
+                 "default_level=5;", "has default_level= above its levels="),
+                ("oip_priority 1 2;", "invalid number of arguments"),
+                ("oip_priority 1; oip_priority 2;", "is duplicate"),
+                ("oip_priority $nosuch;", "unknown \"nosuch\" variable")]:
             with self.subTest(directive=d):
                 rc, err = nginx_t(self.conf(self.ZONE, d))
                 self.assertNotEqual(rc, 0)
@@ -798,7 +812,12 @@ class Directives(GatewayTestCase):
                   "oip_admit zone=adm key=$oip_model$oip_model_version "
                   "concurrency=4 bytes=1g queue=0 queue_bytes=0 wait=0;",
                   "oip_admit zone=adm concurrency=1 queue=100 "
-                  "queue_bytes=10m wait=1m;"):
+                  "queue_bytes=10m wait=1m;",
+                  "oip_admit zone=adm concurrency=1 levels=5 "
+                  "default_level=3;",
+                  "oip_admit zone=adm concurrency=1 levels=1;",
+                  "oip_priority $http_x_tier; "
+                  "oip_admit zone=adm concurrency=1;"):
             with self.subTest(directive=d):
                 rc, err = nginx_t(self.conf(self.ZONE, d))
                 self.assertEqual(rc, 0, err)
