@@ -351,6 +351,18 @@ typedef struct {
     uint8_t               *deadline_at;
     size_t                 deadline_len;
     unsigned               deadline_pb:1;
+
+    /*
+     * requests: Triton's sequence batcher's request-level parameters:
+     * the id, an unsigned 64-bit integer (sequence_id) or a string
+     * (sequence_str, unescaped); 0 and "" are none (has_sequence 0)
+     */
+    uint64_t               sequence_id;
+    const uint8_t         *sequence_str;
+    size_t                 sequence_str_len;
+    unsigned               has_sequence:1;
+    unsigned               sequence_start:1;
+    unsigned               sequence_end:1;
 } oip_result_t;
 
 

@@ -91,6 +91,137 @@ oip_request_uint(oip_req_t *rq, const oip_str_t *key)
 
 
 /*
+ * A request-level parameter of Triton's sequence batcher, as its HTTP
+ * front reads them: "sequence_id" an unsigned 64-bit integer or a
+ * string (0 and "" are none), "sequence_start" and "sequence_end"
+ * booleans.  A precise 400 for anything else.
+ */
+
+int
+oip_request_sequence(oip_req_t *rq, const oip_str_t *key)
+{
+    uint64_t        v;
+    oip_json_t     *j;
+    const uint8_t  *p, *start;
+
+    j = &rq->m.j;
+    start = j->p;
+
+    if (oip_json_str_eq(key, "sequence_start", 14)
+        || oip_json_str_eq(key, "sequence_end", 12))
+    {
+        if (*start != 't' && *start != 'f') {
+            if (oip_json_skip(j) != 0) {
+                return -1;
+            }
+
+            return oip_fail(&rq->m.c, 400, OIP_REASON_DATATYPE, "the "
+                            "request: parameter \"%.*s\" must be a "
+                            "boolean, not %.*s", (int) key->len, key->data,
+                            (int) oip_utf8_cut(start, j->p - start, 32),
+                            start);
+        }
+
+        if (key->len == 14) {
+            rq->sequence_start = (*start == 't');
+
+        } else {
+            rq->sequence_end = (*start == 't');
+        }
+
+        return oip_json_skip(j);
+    }
+
+    if (!oip_json_str_eq(key, "sequence_id", 11)) {
+        /* another parameter of that name: the runtime's */
+        return oip_json_skip(j);
+    }
+
+    if (*start == '"') {
+        if (oip_json_string(j, &rq->sequence_str) != 0) {
+            return -1;
+        }
+
+        rq->sequence_string = 1;
+        rq->sequence_id = 0;
+
+        return 0;
+    }
+
+    if (oip_json_skip(j) != 0) {
+        return -1;
+    }
+
+    v = 0;
+
+    for (p = start; p < j->p && *p >= '0' && *p <= '9'; p++) {
+        if (v > (UINT64_MAX - (uint64_t) (*p - '0')) / 10) {
+            break;
+        }
+
+        v = v * 10 + (uint64_t) (*p - '0');
+    }
+
+    while (p < j->p && oip_json_ws_map[*p]) {
+        p++;
+    }
+
+    if (p == start || p != j->p) {
+        return oip_fail(&rq->m.c, 400, OIP_REASON_DATATYPE, "the request: "
+                        "parameter \"sequence_id\" must be an integer from "
+                        "0 to 18446744073709551615 or a string (0 and \"\" "
+                        "mean none), not %.*s",
+                        (int) oip_utf8_cut(start, j->p - start, 32), start);
+    }
+
+    rq->sequence_id = v;
+    rq->sequence_string = 0;
+
+    return 0;
+}
+
+
+/* the sequence, for the glue: a string id unescaped */
+
+int
+oip_request_sequence_result(oip_req_t *rq, oip_result_t *res)
+{
+    uint8_t  *s;
+
+    res->sequence_start = rq->sequence_start;
+    res->sequence_end = rq->sequence_end;
+
+    if (!rq->sequence_string) {
+        res->sequence_id = rq->sequence_id;
+        res->has_sequence = (rq->sequence_id != 0);
+        return 0;
+    }
+
+    if (rq->sequence_str.len == 0) {
+        return 0;
+    }
+
+    res->has_sequence = 1;
+
+    if (!rq->sequence_str.escaped) {
+        res->sequence_str = rq->sequence_str.data;
+        res->sequence_str_len = rq->sequence_str.len;
+        return 0;
+    }
+
+    s = oip_alloc(&rq->m.c, oip_json_unescaped_len(&rq->sequence_str));
+    if (s == NULL) {
+        return -1;
+    }
+
+    res->sequence_str_len = oip_json_unescape(s, &rq->sequence_str);
+    res->sequence_str = s;
+
+    return 0;
+}
+
+
+/*
  * The priority that goes upstream: oip_priority's, else the client's;
  * with levels, 0 and anything above them the default level (Triton's
  * rule).  Written when it differs from what the client sent.

@@ -198,8 +198,7 @@ oip_greq_items(oip_greq_t *q, oip_req_t *rq)
         return -1;
     }
 
-    if ((rq->priority_new || (rq->has_timeout && rq->timeout))
-        && oip_greq_top(q, rq) != 0)
+    if ((rq->priority_new || rq->top.has_params) && oip_greq_top(q, rq) != 0)
     {
         return -1;
     }
@@ -820,7 +819,8 @@ oip_greq_varint10(uint8_t *p, uint64_t v)
 /*
  * The request-level parameters the gateway sets: the effective priority
  * as an int64_param (Triton reads int64 or uint64), the timeout in a
- * varint of fixed width for the glue to rewrite.
+ * varint of fixed width for the glue to rewrite, a sequence id above
+ * INT64_MAX as the int64_param Triton takes.
  */
 
 static int
@@ -847,6 +847,14 @@ oip_greq_top(oip_greq_t *q, oip_req_t *rq)
                    && rq->timeout)
         {
             p->slot = 1;
+
+        } else if (p->key_len == 11 && memcmp(p->key, "sequence_id", 11) == 0
+                   && p->kind == OIP_GP_UINT64)
+        {
+            /* Triton's gRPC front takes an id as int64_param or
+             * string_param only: the same 64 bits, which it reads back
+             * as its unsigned correlation id */
+            p->kind = OIP_GP_INT64;
         }
     }
 

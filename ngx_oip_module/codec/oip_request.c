@@ -760,6 +760,16 @@ oip_parse_params(oip_req_t *rq, const char *flag, const oip_label_t *label,
             continue;
         }
 
+        if (f == &rq->top && w.key.len >= 11
+            && memcmp(w.key.data, "sequence_", 9) == 0)
+        {
+            if (oip_request_sequence(rq, &w.key) != 0) {
+                return -1;
+            }
+
+            continue;
+        }
+
         if (is_flag) {
             if (c != 't' && c != 'f') {
                 return oip_fail(&rq->m.c, 400, OIP_REASON_OTHER, "%s: %s must "
@@ -1140,6 +1150,10 @@ oip_request_stats(oip_req_t *rq, oip_result_t *res)
     res->timeout = rq->timeout;
     res->has_priority = rq->priority_given;
     res->has_timeout = rq->has_timeout;
+
+    if (oip_request_sequence_result(rq, res) != 0) {
+        return -1;
+    }
 
     if (rq->id.data == NULL) {
         return 0;

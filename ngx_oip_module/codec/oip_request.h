@@ -52,6 +52,8 @@ typedef struct {
     const uint8_t         *timeout_at;
     const uint8_t         *timeout_end;
     uint64_t               priority_out; /* the effective priority */
+    uint64_t               sequence_id;  /* parameters.sequence_id: a */
+    oip_str_t              sequence_str; /* number, or a string */
 
     unsigned               id_other:1;  /* an "id" neither string nor null */
     unsigned               raw:1;
@@ -60,17 +62,23 @@ typedef struct {
     unsigned               has_timeout:1;
     unsigned               priority_given:1; /* sent, or oip_priority's */
     unsigned               priority_new:1;   /* priority_out is written */
+    unsigned               sequence_string:1; /* the id is a string */
+    unsigned               sequence_start:1;
+    unsigned               sequence_end:1;
 } oip_req_t;
 
 
 /*
  * The request's parameters (oip_params.c): a request-level "priority"
- * or "timeout" read, the scanner at its value (0, or -1 with a 400);
+ * or "timeout" read, or one of the sequence batcher's, the scanner at
+ * its value (0, or -1 with a 400), and the sequence given the result;
  * the effective priority decided; the edits of a REST request's
  * parameters made (the outputs' flags, the priority, the timeout's
  * place).
  */
 int oip_request_uint(oip_req_t *rq, const oip_str_t *key);
+int oip_request_sequence(oip_req_t *rq, const oip_str_t *key);
+int oip_request_sequence_result(oip_req_t *rq, oip_result_t *res);
 void oip_request_priority(oip_req_t *rq);
 int oip_request_params_edits(oip_req_t *rq);
 

@@ -252,8 +252,13 @@ typedef struct {
     ngx_uint_t             sig_lookup;    /* NGX_HTTP_OIP_LOOKUP_*, or 0 */
     uint64_t               priority;      /* parameters.priority */
     uint64_t               timeout;       /* parameters.timeout, µs */
+    uint64_t               sequence_id;   /* parameters.sequence_id, */
+    ngx_str_t              sequence_str;  /* a number or a string */
     unsigned               has_priority:1;
     unsigned               has_timeout:1;
+    unsigned               has_sequence:1; /* an id, not 0 nor "" */
+    unsigned               sequence_start:1;
+    unsigned               sequence_end:1;
     unsigned               counted:1;     /* the request's values are set */
     unsigned               answer_timed:1; /* the answer was converted */
 } ngx_http_oip_vars_t;

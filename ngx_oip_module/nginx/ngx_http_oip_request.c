@@ -567,6 +567,13 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         ctx->vars.has_priority = 1;
     }
 
+    ctx->vars.sequence_id = res->sequence_id;
+    ctx->vars.sequence_str.data = (u_char *) res->sequence_str;
+    ctx->vars.sequence_str.len = res->sequence_str_len;
+    ctx->vars.has_sequence = res->has_sequence;
+    ctx->vars.sequence_start = res->sequence_start;
+    ctx->vars.sequence_end = res->sequence_end;
+
     ctx->req.deadline_at = res->deadline_at;
     ctx->req.deadline_len = res->deadline_len;
     ctx->req.deadline_pb = res->deadline_pb;

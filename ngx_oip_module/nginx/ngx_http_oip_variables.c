@@ -34,6 +34,8 @@ static ngx_int_t ngx_http_oip_var_form(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_convert_time(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_sequence(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_admission(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_queue_time(ngx_http_request_t *r,
@@ -87,6 +89,15 @@ static ngx_http_variable_t  ngx_http_oip_vars[] = {
 
     { ngx_string("oip_timeout"), NULL, ngx_http_oip_var_count,
       NGX_HTTP_OIP_VAR_TIMEOUT, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_sequence_id"), NULL, ngx_http_oip_var_sequence, 0,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_sequence_start"), NULL, ngx_http_oip_var_sequence, 1,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_sequence_end"), NULL, ngx_http_oip_var_sequence, 2,
+      NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
     { ngx_string("oip_admission"), NULL, ngx_http_oip_var_admission, 0,
       NGX_HTTP_VAR_NOCACHEABLE, 0 },
@@ -332,6 +343,63 @@ ngx_http_oip_var_convert_time(ngx_http_request_t *r,
     q = ngx_http_oip_var_decimal(q, ms % 1000, 3);
 
     ngx_http_oip_var_str(v, p, q - p);
+
+    return NGX_OK;
+}
+
+
+/*
+ * Triton's sequence batcher's parameters: the id (its digits, or the
+ * string unescaped; empty for none, 0 or ""), and (data 1, 2) "1" for
+ * sequence_start or sequence_end true, else empty.
+ */
+
+static ngx_int_t
+ngx_http_oip_var_sequence(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    u_char              *p;
+    ngx_uint_t           flag;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_var_ctx(r);
+
+    if (ctx == NULL || !ctx->vars.counted) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    if (data) {
+        flag = (data == 1) ? ctx->vars.sequence_start
+                           : ctx->vars.sequence_end;
+
+        if (!flag) {
+            v->not_found = 1;
+            return NGX_OK;
+        }
+
+        ngx_http_oip_var_str(v, (u_char *) "1", 1);
+        return NGX_OK;
+    }
+
+    if (!ctx->vars.has_sequence) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    if (ctx->vars.sequence_str.len) {
+        ngx_http_oip_var_str(v, ctx->vars.sequence_str.data,
+                             ctx->vars.sequence_str.len);
+        return NGX_OK;
+    }
+
+    p = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_http_oip_var_str(v, p, ngx_sprintf(p, "%uL", ctx->vars.sequence_id)
+                               - p);
 
     return NGX_OK;
 }

@@ -212,6 +212,26 @@ class Grpc(GatewayTestCase):
         self.assertEqual([o["name"] for o in doc["outputs"]], ["OUTPUT1"])
         self.assertEqual(rest, pack("INT32", [x - 1 for x in range(16)]))
 
+    def test_sequence_ids(self):
+        """Triton's gRPC front takes sequence_id as int64_param or
+        string_param only (the example runtime refuses a uint64_param as
+        it does): an id above INT64_MAX goes as the same 64 bits."""
+        for sid, want in ((18446744073709551615,
+                           {"kind": "int64_param", "value": -1}),
+                          (7, {"kind": "int64_param", "value": 7}),
+                          ("s-1", {"kind": "string_param", "value": "s-1"})):
+            with self.subTest(sid=sid):
+                req = {"parameters": {"sequence_id": sid,
+                                      "sequence_start": True},
+                       "inputs": SIMPLE_IN}
+                st, _, body = self.ngx.post("/v2/models/simple/infer",
+                                            dumps(req))
+                self.assertEqual(st, 200, body)
+                params = self.last()["parameters"]
+                self.assertEqual(params["sequence_id"], want)
+                self.assertEqual(params["sequence_start"],
+                                 {"kind": "bool_param", "value": True})
+
     def test_mixed_client(self):
         chunk = pack("INT32", [1] * 16)
         body, n = binary_body({"inputs": [

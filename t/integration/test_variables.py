@@ -20,8 +20,9 @@ from oiptest import GatewayTestCase, IHCL, binary_body, run_tests, wait_for
 VARS = ["oip_model", "oip_model_version", "oip_request_id", "oip_inputs",
         "oip_elements", "oip_tensor_bytes", "oip_in_form",
         "oip_upstream_form", "oip_error", "oip_reason", "oip_convert_time",
-        "oip_digest", "oip_priority", "oip_timeout", "status",
-        "request_uri"]
+        "oip_digest", "oip_priority", "oip_timeout", "oip_sequence_id",
+        "oip_sequence_start", "oip_sequence_end", "seq_key", "request_id",
+        "status", "request_uri"]
 
 
 class Variables(GatewayTestCase):
@@ -34,6 +35,11 @@ class Variables(GatewayTestCase):
     log_format oip escape=json '%s';
     limit_req_zone $oip_model zone=per_model:1m rate=1r/m;
     limit_req_status 429;
+    # docs/directives.md: a request without a sequence is its own key
+    map $oip_sequence_id $seq_key {{
+        ""      $request_id;
+        default $oip_sequence_id;
+    }}
 """ % fmt
         server = """
         access_log {dir}/oip.log oip;
@@ -130,6 +136,59 @@ class Variables(GatewayTestCase):
                               'to 9223372036854775807' % key,
                               json.loads(out)["error"])
                 self.check(self.logged(uri), priority="", reason="datatype")
+
+    def test_sequence(self):
+        """Triton's sequence batcher's parameters, in JSON and in a binary
+        request's header; none, 0 and "" are empty; the map of
+        docs/directives.md gives a request without one its own key."""
+        def doc(params):
+            return {"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                                "shape": [1], "data": [1]}],
+                    "parameters": params}
+        for n, (params, sid, start, end) in enumerate([
+                ({"sequence_id": 42, "sequence_start": True}, "42", "1", ""),
+                ({"sequence_id": 18446744073709551615,
+                  "sequence_end": True}, "18446744073709551615", "", "1"),
+                ({"sequence_id": "s-\u00e9", "sequence_start": False},
+                 "s-\u00e9", "", ""),
+                ({"sequence_id": 0, "sequence_start": True}, "", "1", ""),
+                ({"sequence_id": ""}, "", "", ""),
+                ({}, "", "", "")]):
+            with self.subTest(params=params):
+                uri = "/keep/v2/models/identity/infer?seq=%d" % n
+                st, _, out = self.post(uri, json.dumps(doc(params)))
+                self.assertEqual(st, 200, out)
+                f = self.logged(uri)
+                self.check(f, sequence_id=sid, sequence_start=start,
+                           sequence_end=end)
+                self.assertEqual(f["seq_key"], sid or f["request_id"])
+                self.assertRegex(f["request_id"], "^[0-9a-f]{32}$")
+        header = {"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                              "shape": [1], "parameters":
+                              {"binary_data_size": 4}}],
+                  "parameters": {"sequence_id": "abc", "sequence_end": True}}
+        body, ihcl = binary_body(header, [struct.pack("<f", 1)])
+        uri = "/binary/v2/models/identity/infer?seq=binary"
+        st, _, out = self.post(uri, body, {IHCL: str(ihcl)})
+        self.assertEqual(st, 200, out)
+        self.check(self.logged(uri), sequence_id="abc", sequence_start="",
+                   sequence_end="1")
+        for key, bad, words in [
+                ("sequence_id", -1, "an integer from 0 to "
+                 "18446744073709551615 or a string"),
+                ("sequence_id", 1.5, "or a string"),
+                ("sequence_id", True, "or a string"),
+                ("sequence_start", 1, "must be a boolean"),
+                ("sequence_end", "true", "must be a boolean")]:
+            with self.subTest(key=key, bad=bad):
+                uri = "/keep/v2/models/identity/infer?bad=%s%s" % (key, bad)
+                st, _, out = self.post(uri, json.dumps(doc({key: bad})))
+                self.assertEqual(st, 400, out)
+                msg = json.loads(out)["error"]
+                self.assertIn('parameter "%s" must' % key, msg)
+                self.assertIn(words, msg)
+                self.check(self.logged(uri), sequence_id="",
+                           reason="datatype")
 
     def test_json_converted(self):
         uri = "/binary/v2/models/identity/infer"

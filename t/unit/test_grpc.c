@@ -204,6 +204,31 @@ test_request(void)
         run_free(&r);
     }
 
+    /* a sequence id above INT64_MAX as the int64_param Triton takes,
+     * a string id as string_param, the flags as bool_param */
+    grpc_is("{\"parameters\":{\"sequence_id\":18446744073709551615,"
+            "\"sequence_start\":true},\"inputs\":[{\"name\":\"I\","
+            "\"datatype\":\"BOOL\",\"shape\":[1],\"data\":[true]}]}",
+            &gopt,
+            "00 00000046"
+            "0a 01 6d"
+            "22 1a 0a 0b 73657175656e63655f6964 12 0b 10 ffffffffffffffffff01"
+            "22 14 0a 0e 73657175656e63655f7374617274 12 02 08 01"
+            "2a 0c 0a 01 49 12 04 424f4f4c 1a 01 01"
+            "3a 01 01",
+            "a sequence id above INT64_MAX: int64_param");
+    grpc_is("{\"parameters\":{\"sequence_id\":\"s1\",\"sequence_end\":true},"
+            "\"inputs\":[{\"name\":\"I\",\"datatype\":\"BOOL\","
+            "\"shape\":[1],\"data\":[true]}]}",
+            &gopt,
+            "00 0000003d"
+            "0a 01 6d"
+            "22 13 0a 0b 73657175656e63655f6964 12 04 1a 02 7331"
+            "22 12 0a 0c 73657175656e63655f656e64 12 02 08 01"
+            "2a 0c 0a 01 49 12 04 424f4f4c 1a 01 01"
+            "3a 01 01",
+            "a string sequence id: string_param");
+
     /* typed: int_contents as varints, negatives in ten bytes */
     g = gopt;
     g.typed = 1;

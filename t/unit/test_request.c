@@ -1238,6 +1238,86 @@ test_priority_edits(void)
 }
 
 
+/* Triton's sequence batcher's parameters: read, refused precisely */
+
+static void
+seq_is(const char *params, int has, uint64_t id, const char *str, int start,
+    int end, const char *what)
+{
+    int     st;
+    run_t   r;
+    char    json[512];
+
+    snprintf(json, sizeof(json), "{\"inputs\":[{\"name\":\"x\",\"shape\":"
+             "[1],\"datatype\":\"INT32\",\"data\":[1]}],\"parameters\":%s}",
+             params);
+
+    st = run(&r, OIP_FORM_KEEP, json, strlen(json), NULL, 0, -1);
+
+    if (!ok(st == 0 && r.req.has_sequence == has && r.req.sequence_id == id
+            && (str == NULL ? r.req.sequence_str == NULL
+                : (r.req.sequence_str_len == strlen(str)
+                   && memcmp(r.req.sequence_str, str, strlen(str)) == 0))
+            && r.req.sequence_start == start && r.req.sequence_end == end
+            && !r.req.rewritten, "%s", what))
+    {
+        diag("%d %s: has %d, id %llu", st, r.req.error, r.req.has_sequence,
+             (unsigned long long) r.req.sequence_id);
+    }
+
+    run_free(&r);
+}
+
+
+static void
+test_sequence(void)
+{
+    size_t  i;
+    char    buf[256];
+
+    static const char *bad_id[] = {
+        "-1", "1.0", "1e3", "true", "18446744073709551616", "{}"
+    };
+    static const char *bad_flag[] = { "1", "\"true\"", "0" };
+
+    seq_is("{\"sequence_id\":42,\"sequence_start\":true}", 1, 42, NULL, 1, 0,
+           "an integer id, the start");
+    seq_is("{\"sequence_id\":18446744073709551615,\"sequence_end\":true}", 1,
+           UINT64_C(18446744073709551615), NULL, 0, 1,
+           "the largest id, the end");
+    seq_is("{\"sequence_id\":\"s-\\u00e9\",\"sequence_start\":false}", 1, 0,
+           "s-\xc3\xa9", 0, 0, "a string id, unescaped");
+    seq_is("{\"sequence_id\":\"1\"}", 1, 0, "1", 0, 0,
+           "the string \"1\" is a string");
+    seq_is("{\"sequence_id\":0,\"sequence_start\":true}", 0, 0, NULL, 1, 0,
+           "0: none");
+    seq_is("{\"sequence_id\":\"\"}", 0, 0, NULL, 0, 0, "\"\": none");
+    seq_is("{\"sequence_idx\":\"x\"}", 0, 0, NULL, 0, 0,
+           "another parameter is the runtime's");
+    seq_is("{\"a\":1}", 0, 0, NULL, 0, 0, "none");
+
+    for (i = 0; i < sizeof(bad_id) / sizeof(bad_id[0]); i++) {
+        snprintf(buf, sizeof(buf), "{\"inputs\":[{\"name\":\"x\",\"shape\":"
+                 "[1],\"datatype\":\"INT32\",\"data\":[1]}],\"parameters\":"
+                 "{\"sequence_id\":%s}}", bad_id[i]);
+        reject(OIP_FORM_KEEP, buf, strlen(buf), NULL, 0, -1, 400,
+               i == 5 ? "must be a string, number or boolean"
+                      : "parameter \"sequence_id\" must be an integer from 0 "
+                        "to 18446744073709551615 or a string");
+    }
+
+    for (i = 0; i < sizeof(bad_flag) / sizeof(bad_flag[0]); i++) {
+        snprintf(buf, sizeof(buf), "{\"inputs\":[{\"name\":\"x\",\"shape\":"
+                 "[1],\"datatype\":\"INT32\",\"data\":[1]}],\"parameters\":"
+                 "{\"sequence_%s\":%s}}", i % 2 ? "end" : "start",
+                 bad_flag[i]);
+        reject(OIP_FORM_KEEP, buf, strlen(buf), NULL, 0, -1, 400,
+               i % 2 ? "parameter \"sequence_end\" must be a boolean"
+                     : "parameter \"sequence_start\" must be a boolean");
+    }
+}
+
+
 int
 main(void)
 {
@@ -1255,6 +1335,7 @@ main(void)
     test_body_file();
     test_priority_timeout();
     test_priority_edits();
+    test_sequence();
 
     return tap_done();
 }
