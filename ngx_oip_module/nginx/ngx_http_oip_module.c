@@ -22,6 +22,7 @@ static char *ngx_http_oip_signatures(ngx_conf_t *cf, ngx_command_t *cmd,
 static char *ngx_http_oip_signature_optional(ngx_conf_t *cf,
     ngx_command_t *cmd, void *conf);
 static void *ngx_http_oip_create_main_conf(ngx_conf_t *cf);
+static void *ngx_http_oip_create_srv_conf(ngx_conf_t *cf);
 static void *ngx_http_oip_create_loc_conf(ngx_conf_t *cf);
 static char *ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent,
     void *child);
@@ -248,6 +249,13 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       0,
       NULL },
 
+    { ngx_string("oip_sequence"),
+      NGX_HTTP_UPS_CONF|NGX_CONF_1MORE,
+      ngx_http_oip_sequence,
+      NGX_HTTP_SRV_CONF_OFFSET,
+      0,
+      NULL },
+
     { ngx_string("oip_priority"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
       ngx_http_set_complex_value_slot,
@@ -280,7 +288,7 @@ static ngx_http_module_t  ngx_http_oip_module_ctx = {
     ngx_http_oip_create_main_conf,         /* create main configuration */
     NULL,                                  /* init main configuration */
 
-    NULL,                                  /* create server configuration */
+    ngx_http_oip_create_srv_conf,          /* create server configuration */
     NULL,                                  /* merge server configuration */
 
     ngx_http_oip_create_loc_conf,          /* create location configuration */
@@ -322,6 +330,15 @@ ngx_http_oip_create_main_conf(ngx_conf_t *cf)
     ngx_http_oip_signature_init(omcf);
 
     return omcf;
+}
+
+
+/* a server's: an upstream {} block's, where oip_sequence goes */
+
+static void *
+ngx_http_oip_create_srv_conf(ngx_conf_t *cf)
+{
+    return ngx_pcalloc(cf->pool, sizeof(ngx_http_oip_srv_conf_t));
 }
 
 

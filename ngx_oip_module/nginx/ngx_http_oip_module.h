@@ -66,6 +66,13 @@ typedef struct {
 /* a request's step of finding its model's signature (signature.c) */
 typedef struct ngx_http_oip_sig_s  ngx_http_oip_sig_t;
 
+/* oip_sequence: an upstream's sequence balancer (sequence.c) */
+typedef struct ngx_http_oip_seq_conf_s  ngx_http_oip_seq_conf_t;
+
+typedef struct {
+    ngx_http_oip_seq_conf_t  *sequence;    /* in upstream {}; NULL: none */
+} ngx_http_oip_srv_conf_t;
+
 /* the upstream's transport: a table of operations, below */
 typedef struct ngx_http_oip_transport_s  ngx_http_oip_transport_t;
 
@@ -159,6 +166,7 @@ typedef struct {
     size_t                 deadline_len;
     unsigned               deadline_pb:1;
 
+    unsigned               sequence_lost:1; /* its runtime is gone */
     unsigned               refetched:1; /* no second refetch */
     unsigned               misfit:1;    /* refused by the signature */
     unsigned               sub:1;       /* a signature fetch's own */
@@ -498,6 +506,11 @@ ngx_uint_t ngx_http_oip_admission_release(ngx_shm_zone_t *shm_zone,
 void ngx_http_oip_admission_sum(ngx_shm_zone_t *shm_zone,
     ngx_int_t (*found)(void *data, u_char *model, size_t len), void *data,
     uint64_t *requests, uint64_t *bytes, uint64_t *waiting);
+
+/* the sequence balancer (ngx_http_oip_sequence.c) */
+char *ngx_http_oip_sequence(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+u_char *ngx_http_oip_sequence_lost(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 
 /* the model-aware edge: fetching signatures (ngx_http_oip_signature.c) */
 ngx_int_t ngx_http_oip_signature(ngx_http_request_t *r,

@@ -352,6 +352,19 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
+    /* a sequence whose runtime is gone: a 503 that says what to do */
+
+    if (ctx && ctx->req.sequence_lost) {
+        msg = (const char *) ngx_http_oip_sequence_lost(r, ctx);
+        if (msg == NULL) {
+            return NGX_ERROR;
+        }
+
+        r->headers_out.status = NGX_HTTP_SERVICE_UNAVAILABLE;
+
+        return ngx_http_oip_page(r, ctx, msg);
+    }
+
     switch (r->err_status) {
     case NGX_HTTP_BAD_REQUEST:
         msg = "the request could not be read";

@@ -1,0 +1,921 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * The sequence balancer (oip_sequence, in upstream {}): every request of
+ * a stateful sequence (Triton's sequence batcher: the request-level
+ * sequence_id, sequence_start, sequence_end) reaches the runtime that
+ * holds its state.  A new sequence is placed by consistent hashing of
+ * its key over the peers' addresses, so that gateways with the same
+ * upstream agree without talking, then pinned in a shared zone that
+ * every worker reads and a reload keeps.  A pin is lost only when its
+ * peer fails (a connect error or timeout, down, gone): the sequence is
+ * then refused with a 503 until it starts anew, never moved.  Requests
+ * without a sequence go by nginx's weighted round robin.
+ */
+
+
+#include "ngx_http_oip_module.h"
+
+
+/* ring points per unit of weight, as nginx's hash ... consistent */
+#define NGX_HTTP_OIP_SEQ_POINTS   160
+
+#define NGX_HTTP_OIP_SEQ_PINNED   1
+#define NGX_HTTP_OIP_SEQ_LOST     2
+
+/* how many of the least recently used a full zone looks at for one that
+ * is idle or lost before it evicts a live pin */
+#define NGX_HTTP_OIP_SEQ_SCAN     16
+
+
+typedef struct {
+    uint32_t                           hash;
+    ngx_str_t                         *name;
+} ngx_http_oip_seq_point_t;
+
+
+struct ngx_http_oip_seq_conf_s {
+    ngx_shm_zone_t                    *zone;
+    ngx_msec_t                         idle;
+    ngx_uint_t                         npoints;
+    ngx_http_oip_seq_point_t          *points;
+};
+
+
+/* a sequence's pin, or its tombstone: the key, then the peer's name */
+
+typedef struct {
+    ngx_str_node_t                     sn;
+    ngx_queue_t                        lru;
+    ngx_msec_t                         used;
+    u_char                             state;
+    u_char                             peer_len;
+    u_char                             data[1];
+} ngx_http_oip_seq_node_t;
+
+
+typedef struct {
+    ngx_rbtree_t                       rbtree;
+    ngx_rbtree_node_t                  sentinel;
+    ngx_queue_t                        lru;
+} ngx_http_oip_seq_sh_t;
+
+
+typedef struct {
+    ngx_http_oip_seq_sh_t             *sh;
+    ngx_slab_pool_t                   *shpool;
+} ngx_http_oip_seq_zone_t;
+
+
+typedef struct {
+    /* the round robin's data first: its functions take it */
+    ngx_http_upstream_rr_peer_data_t   rrp;
+    ngx_http_oip_seq_conf_t           *conf;
+    ngx_http_oip_ctx_t                *ctx;
+    ngx_log_t                         *log;
+    ngx_str_t                          key;     /* empty: no sequence */
+    uint32_t                           hash;
+    u_char                             peer[NGX_SOCKADDR_STRLEN];
+    size_t                             peer_len;   /* pinned to it */
+    unsigned                           lost:1;
+} ngx_http_oip_seq_peer_t;
+
+
+static ngx_int_t ngx_http_oip_seq_init_zone(ngx_shm_zone_t *shm_zone,
+    void *data);
+static ngx_int_t ngx_http_oip_seq_init(ngx_conf_t *cf,
+    ngx_http_upstream_srv_conf_t *us);
+static int ngx_libc_cdecl ngx_http_oip_seq_cmp(const void *one,
+    const void *two);
+static ngx_int_t ngx_http_oip_seq_init_peer(ngx_http_request_t *r,
+    ngx_http_upstream_srv_conf_t *us);
+static ngx_int_t ngx_http_oip_seq_key(ngx_http_request_t *r,
+    ngx_http_oip_seq_peer_t *sp);
+static ngx_int_t ngx_http_oip_seq_get(ngx_peer_connection_t *pc,
+    void *data);
+static ngx_http_upstream_rr_peer_t *ngx_http_oip_seq_place(
+    ngx_http_oip_seq_peer_t *sp);
+static ngx_http_upstream_rr_peer_t *ngx_http_oip_seq_find(
+    ngx_http_oip_seq_peer_t *sp, u_char *name, size_t len, ngx_uint_t *n);
+static ngx_int_t ngx_http_oip_seq_refuse(ngx_peer_connection_t *pc,
+    ngx_http_oip_seq_peer_t *sp);
+static void ngx_http_oip_seq_free(ngx_peer_connection_t *pc, void *data,
+    ngx_uint_t state);
+static ngx_http_oip_seq_node_t *ngx_http_oip_seq_lookup(
+    ngx_http_oip_seq_peer_t *sp, ngx_http_oip_seq_zone_t *z);
+static ngx_http_oip_seq_node_t *ngx_http_oip_seq_pin(
+    ngx_http_oip_seq_zone_t *z, ngx_http_oip_seq_peer_t *sp, u_char state,
+    ngx_log_t *log);
+static void ngx_http_oip_seq_delete(ngx_http_oip_seq_zone_t *z,
+    ngx_http_oip_seq_node_t *node);
+static void ngx_http_oip_seq_mark(ngx_http_oip_seq_peer_t *sp, u_char state,
+    ngx_log_t *log);
+
+
+static ngx_uint_t  ngx_http_oip_seq_tag;
+
+
+/* oip_sequence zone=NAME:SIZE [idle=TIME], in upstream {} */
+
+char *
+ngx_http_oip_sequence(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
+{
+    ngx_http_oip_srv_conf_t *oscf = conf;
+
+    char                          *rv;
+    ssize_t                        size;
+    ngx_str_t                     *value, name, s;
+    ngx_uint_t                     i;
+    ngx_shm_zone_t                *shm_zone;
+    ngx_http_oip_seq_conf_t       *sc;
+    ngx_http_oip_seq_zone_t       *z;
+    ngx_http_upstream_srv_conf_t  *uscf;
+
+    if (oscf->sequence) {
+        return "is duplicate";
+    }
+
+    value = cf->args->elts;
+
+    sc = ngx_pcalloc(cf->pool, sizeof(ngx_http_oip_seq_conf_t));
+    if (sc == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    /* Triton's max_sequence_idle_microseconds is 1 s by default and
+     * seldom set above a minute: a pin outlives the runtime's slot */
+    sc->idle = 300000;
+    shm_zone = NULL;
+
+    for (i = 1; i < cf->args->nelts; i++) {
+
+        if (ngx_strncmp(value[i].data, "zone=", 5) == 0) {
+            rv = ngx_http_oip_zone_arg(cf, &value[i], &name, &size);
+            if (rv != NGX_CONF_OK) {
+                return rv;
+            }
+
+            if (size < (ssize_t) (8 * ngx_pagesize)) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "zone \"%V\" is too small: it needs %uzk "
+                                   "at least", &name,
+                                   8 * ngx_pagesize / 1024);
+                return NGX_CONF_ERROR;
+            }
+
+            shm_zone = ngx_shared_memory_add(cf, &name, size,
+                                             &ngx_http_oip_seq_tag);
+            if (shm_zone == NULL) {
+                return NGX_CONF_ERROR;
+            }
+
+            if (shm_zone->data) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "zone \"%V\" is already used", &name);
+                return NGX_CONF_ERROR;
+            }
+
+            continue;
+        }
+
+        if (ngx_strncmp(value[i].data, "idle=", 5) == 0) {
+            s.data = value[i].data + 5;
+            s.len = value[i].len - 5;
+
+            sc->idle = ngx_parse_time(&s, 0);
+
+            if (sc->idle == (ngx_msec_t) NGX_ERROR || sc->idle == 0) {
+                goto invalid;
+            }
+
+            continue;
+        }
+
+        goto invalid;
+    }
+
+    if (shm_zone == NULL) {
+        return "takes zone=NAME:SIZE";
+    }
+
+    z = ngx_pcalloc(cf->pool, sizeof(ngx_http_oip_seq_zone_t));
+    if (z == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    shm_zone->init = ngx_http_oip_seq_init_zone;
+    shm_zone->data = z;
+    sc->zone = shm_zone;
+    oscf->sequence = sc;
+
+    uscf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_upstream_module);
+
+    if (uscf->peer.init_upstream) {
+        ngx_conf_log_error(NGX_LOG_WARN, cf, 0,
+                           "load balancing method redefined");
+    }
+
+    uscf->peer.init_upstream = ngx_http_oip_seq_init;
+
+    /* no backup: a sequence never moves to one */
+    uscf->flags = NGX_HTTP_UPSTREAM_CREATE
+                  |NGX_HTTP_UPSTREAM_WEIGHT
+                  |NGX_HTTP_UPSTREAM_MAX_CONNS
+                  |NGX_HTTP_UPSTREAM_MAX_FAILS
+                  |NGX_HTTP_UPSTREAM_FAIL_TIMEOUT
+                  |NGX_HTTP_UPSTREAM_DOWN;
+
+    return NGX_CONF_OK;
+
+invalid:
+
+    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid parameter \"%V\"",
+                       &value[i]);
+
+    return NGX_CONF_ERROR;
+}
+
+
+/* a reload with the same name and size keeps every pin */
+
+static ngx_int_t
+ngx_http_oip_seq_init_zone(ngx_shm_zone_t *shm_zone, void *data)
+{
+    ngx_http_oip_seq_zone_t  *oz = data;
+
+    ngx_http_oip_seq_zone_t  *z;
+
+    z = shm_zone->data;
+
+    if (oz) {
+        z->sh = oz->sh;
+        z->shpool = oz->shpool;
+        return NGX_OK;
+    }
+
+    z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (shm_zone->shm.exists) {
+        z->sh = z->shpool->data;
+        return NGX_OK;
+    }
+
+    z->sh = ngx_slab_calloc(z->shpool, sizeof(ngx_http_oip_seq_sh_t));
+    if (z->sh == NULL) {
+        return NGX_ERROR;
+    }
+
+    z->shpool->data = z->sh;
+
+    ngx_rbtree_init(&z->sh->rbtree, &z->sh->sentinel,
+                    ngx_str_rbtree_insert_value);
+    ngx_queue_init(&z->sh->lru);
+
+    z->shpool->log_nomem = 0;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The ring, from the peers' addresses (not the server's name, which may
+ * stand for several): each gets 160 points a unit of weight, the hash
+ * of "address PREV_HASH" as nginx's own consistent hash does it, so
+ * that every gateway with the same servers builds the same ring.
+ */
+
+static ngx_int_t
+ngx_http_oip_seq_init(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
+{
+    uint32_t                       hash, prev;
+    ngx_uint_t                     n, i, j;
+    ngx_http_oip_srv_conf_t       *oscf;
+    ngx_http_oip_seq_conf_t       *sc;
+    ngx_http_oip_seq_point_t      *points;
+    ngx_http_upstream_rr_peer_t   *peer;
+    ngx_http_upstream_rr_peers_t  *peers;
+    u_char                         buf[4];
+
+    if (ngx_http_upstream_init_round_robin(cf, us) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    us->peer.init = ngx_http_oip_seq_init_peer;
+
+    oscf = ngx_http_conf_upstream_srv_conf(us, ngx_http_oip_module);
+    sc = oscf->sequence;
+
+    peers = us->peer.data;
+    n = peers->total_weight * NGX_HTTP_OIP_SEQ_POINTS;
+
+    points = ngx_palloc(cf->pool, n * sizeof(ngx_http_oip_seq_point_t));
+    if (points == NULL) {
+        return NGX_ERROR;
+    }
+
+    i = 0;
+
+    for (peer = peers->peer; peer; peer = peer->next) {
+        prev = 0;
+
+        for (j = 0; j < (ngx_uint_t) peer->weight * NGX_HTTP_OIP_SEQ_POINTS;
+             j++)
+        {
+            buf[0] = (u_char) (prev & 0xff);
+            buf[1] = (u_char) ((prev >> 8) & 0xff);
+            buf[2] = (u_char) ((prev >> 16) & 0xff);
+            buf[3] = (u_char) ((prev >> 24) & 0xff);
+
+            ngx_crc32_init(hash);
+            ngx_crc32_update(&hash, peer->name.data, peer->name.len);
+            ngx_crc32_update(&hash, buf, 4);
+            ngx_crc32_final(hash);
+
+            points[i].hash = hash;
+            points[i].name = &peer->name;
+            i++;
+
+            prev = hash;
+        }
+    }
+
+    /* ties broken by the name: the same order on every gateway */
+    ngx_qsort(points, i, sizeof(ngx_http_oip_seq_point_t),
+              ngx_http_oip_seq_cmp);
+
+    sc->points = points;
+    sc->npoints = i;
+
+    return NGX_OK;
+}
+
+
+static int ngx_libc_cdecl
+ngx_http_oip_seq_cmp(const void *one, const void *two)
+{
+    const ngx_http_oip_seq_point_t  *a = one, *b = two;
+
+    if (a->hash != b->hash) {
+        return (a->hash < b->hash) ? -1 : 1;
+    }
+
+    if (a->name->len != b->name->len) {
+        return (a->name->len < b->name->len) ? -1 : 1;
+    }
+
+    return ngx_memcmp(a->name->data, b->name->data, a->name->len);
+}
+
+
+/* a request: its sequence, if it has one, found pinned or lost */
+
+static ngx_int_t
+ngx_http_oip_seq_init_peer(ngx_http_request_t *r,
+    ngx_http_upstream_srv_conf_t *us)
+{
+    ngx_http_oip_srv_conf_t  *oscf;
+    ngx_http_oip_seq_peer_t  *sp;
+    ngx_http_oip_seq_node_t  *node;
+    ngx_http_oip_seq_zone_t  *z;
+
+    sp = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_seq_peer_t));
+    if (sp == NULL) {
+        return NGX_ERROR;
+    }
+
+    r->upstream->peer.data = &sp->rrp;
+
+    if (ngx_http_upstream_init_round_robin_peer(r, us) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    r->upstream->peer.get = ngx_http_oip_seq_get;
+    r->upstream->peer.free = ngx_http_oip_seq_free;
+
+    oscf = ngx_http_conf_upstream_srv_conf(us, ngx_http_oip_module);
+    sp->conf = oscf->sequence;
+
+    /* a signature's fetch, a call without a sequence: round robin */
+
+    sp->ctx = (r == r->main) ? ngx_http_oip_get_ctx(r) : NULL;
+
+    if (sp->ctx == NULL || !sp->ctx->vars.counted
+        || !sp->ctx->vars.has_sequence)
+    {
+        return NGX_OK;
+    }
+
+    if (ngx_http_oip_seq_key(r, sp) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    sp->log = r->connection->log;
+    z = sp->conf->zone->data;
+
+    ngx_shmtx_lock(&z->shpool->mutex);
+
+    node = ngx_http_oip_seq_lookup(sp, z);
+
+    if (node && node->state == NGX_HTTP_OIP_SEQ_LOST
+        && sp->ctx->vars.sequence_start)
+    {
+        /* a lost sequence starts anew: placed again (a pinned one
+         * restarts on its runtime, as Triton restarts it in its slot) */
+        ngx_http_oip_seq_delete(z, node);
+        node = NULL;
+    }
+
+    if (node) {
+        node->used = ngx_current_msec;
+        ngx_queue_remove(&node->lru);
+        ngx_queue_insert_head(&z->sh->lru, &node->lru);
+
+        if (node->state == NGX_HTTP_OIP_SEQ_LOST) {
+            sp->lost = 1;
+
+        } else {
+            sp->peer_len = node->peer_len;
+            ngx_memcpy(sp->peer, node->data + node->sn.str.len,
+                       node->peer_len);
+        }
+    }
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: sequence key \"%V\": %s%*s",
+                   &sp->key, sp->lost ? "lost" : sp->peer_len ? "pinned to "
+                   : "new", sp->peer_len, sp->peer);
+
+    return NGX_OK;
+}
+
+
+/*
+ * The sequence's key: the model, then the id with its type (Triton's
+ * integer 1 and string "1" are two sequences).  Versions share it: a
+ * sequence stays on one runtime whatever version its requests name.
+ */
+
+static ngx_int_t
+ngx_http_oip_seq_key(ngx_http_request_t *r, ngx_http_oip_seq_peer_t *sp)
+{
+    u_char              *p;
+    size_t               len;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = sp->ctx;
+
+    len = ctx->model.len + 2 + (ctx->vars.sequence_str.len
+                                ? ctx->vars.sequence_str.len
+                                : NGX_INT64_LEN);
+
+    p = ngx_pnalloc(r->pool, len);
+    if (p == NULL) {
+        return NGX_ERROR;
+    }
+
+    sp->key.data = p;
+
+    p = ngx_cpymem(p, ctx->model.data, ctx->model.len);
+    *p++ = '\0';
+
+    if (ctx->vars.sequence_str.len) {
+        *p++ = 's';
+        p = ngx_cpymem(p, ctx->vars.sequence_str.data,
+                       ctx->vars.sequence_str.len);
+
+    } else {
+        *p++ = 'i';
+        p = ngx_sprintf(p, "%uL", ctx->vars.sequence_id);
+    }
+
+    sp->key.len = p - sp->key.data;
+
+    /* the zone keeps a key's length in a byte beside the peer's */
+    if (sp->key.len > 65535) {
+        sp->key.len = 65535;
+    }
+
+    sp->hash = ngx_crc32_long(sp->key.data, sp->key.len);
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_oip_seq_get(ngx_peer_connection_t *pc, void *data)
+{
+    ngx_http_oip_seq_peer_t *sp = data;
+
+    time_t                         now;
+    uintptr_t                      m;
+    ngx_uint_t                     n;
+    ngx_http_upstream_rr_peer_t   *peer;
+
+    if (sp->key.len == 0) {
+        return ngx_http_upstream_get_round_robin_peer(pc, &sp->rrp);
+    }
+
+    if (sp->lost) {
+        return ngx_http_oip_seq_refuse(pc, sp);
+    }
+
+    if (sp->peer_len == 0) {
+        /* new: placed on the ring, pinned (or found pinned meanwhile) */
+
+        if (ngx_http_oip_seq_place(sp) == NULL) {
+            pc->name = sp->rrp.peers->name;
+            return NGX_BUSY;
+        }
+
+        if (sp->lost) {
+            return ngx_http_oip_seq_refuse(pc, sp);
+        }
+    }
+
+    now = ngx_time();
+
+    ngx_http_upstream_rr_peers_wlock(sp->rrp.peers);
+
+    peer = ngx_http_oip_seq_find(sp, sp->peer, sp->peer_len, &n);
+
+    if (peer == NULL) {
+        ngx_http_upstream_rr_peers_unlock(sp->rrp.peers);
+
+        /* down, failing, tried, or gone by a reload: never another */
+        ngx_http_oip_seq_mark(sp, NGX_HTTP_OIP_SEQ_LOST, pc->log);
+
+        return ngx_http_oip_seq_refuse(pc, sp);
+    }
+
+    sp->rrp.current = peer;
+
+    pc->sockaddr = peer->sockaddr;
+    pc->socklen = peer->socklen;
+    pc->name = &peer->name;
+    pc->cached = 0;
+    pc->connection = NULL;
+
+    peer->conns++;
+
+    if (now - peer->checked > peer->fail_timeout) {
+        peer->checked = now;
+    }
+
+    ngx_http_upstream_rr_peers_unlock(sp->rrp.peers);
+
+    m = (uintptr_t) 1 << n % (8 * sizeof(uintptr_t));
+    sp->rrp.tried[n / (8 * sizeof(uintptr_t))] |= m;
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, pc->log, 0,
+                   "oip: sequence \"%V\" to %V", &sp->key, &peer->name);
+
+    return NGX_OK;
+}
+
+
+/*
+ * A new sequence's peer: the first usable one from its point on the
+ * ring; pinned there unless another worker or request pinned it first,
+ * whose pin it takes.  NULL: no usable peer at all.
+ */
+
+static ngx_http_upstream_rr_peer_t *
+ngx_http_oip_seq_place(ngx_http_oip_seq_peer_t *sp)
+{
+    ngx_str_t                     *name;
+    ngx_uint_t                     i, k, lo, hi, n;
+    ngx_http_oip_seq_conf_t       *sc;
+    ngx_http_oip_seq_node_t       *node;
+    ngx_http_oip_seq_zone_t       *z;
+    ngx_http_upstream_rr_peer_t   *peer;
+
+    sc = sp->conf;
+
+    /* the first point at or after the key's hash */
+
+    lo = 0;
+    hi = sc->npoints;
+
+    while (lo < hi) {
+        k = (lo + hi) / 2;
+
+        if (sc->points[k].hash < sp->hash) {
+            lo = k + 1;
+
+        } else {
+            hi = k;
+        }
+    }
+
+    peer = NULL;
+
+    ngx_http_upstream_rr_peers_rlock(sp->rrp.peers);
+
+    for (i = 0; i < sc->npoints; i++) {
+        name = sc->points[(lo + i) % sc->npoints].name;
+
+        peer = ngx_http_oip_seq_find(sp, name->data, name->len, &n);
+
+        if (peer) {
+            sp->peer_len = name->len;
+            ngx_memcpy(sp->peer, name->data, name->len);
+            break;
+        }
+    }
+
+    ngx_http_upstream_rr_peers_unlock(sp->rrp.peers);
+
+    if (peer == NULL) {
+        return NULL;
+    }
+
+    z = sc->zone->data;
+
+    ngx_shmtx_lock(&z->shpool->mutex);
+
+    node = ngx_http_oip_seq_lookup(sp, z);
+
+    if (node == NULL) {
+        (void) ngx_http_oip_seq_pin(z, sp, NGX_HTTP_OIP_SEQ_PINNED, sp->log);
+
+    } else if (node->state == NGX_HTTP_OIP_SEQ_LOST) {
+        sp->lost = 1;
+
+    } else {
+        sp->peer_len = node->peer_len;
+        ngx_memcpy(sp->peer, node->data + node->sn.str.len, node->peer_len);
+    }
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+
+    return peer;
+}
+
+
+/* a usable peer by its address (peers locked); *n its index */
+
+static ngx_http_upstream_rr_peer_t *
+ngx_http_oip_seq_find(ngx_http_oip_seq_peer_t *sp, u_char *name, size_t len,
+    ngx_uint_t *n)
+{
+    time_t                        now;
+    uintptr_t                     m;
+    ngx_uint_t                    i;
+    ngx_http_upstream_rr_peer_t  *peer;
+
+    now = ngx_time();
+
+    for (peer = sp->rrp.peers->peer, i = 0; peer; peer = peer->next, i++) {
+
+        if (peer->name.len != len
+            || ngx_memcmp(peer->name.data, name, len) != 0)
+        {
+            continue;
+        }
+
+        m = (uintptr_t) 1 << i % (8 * sizeof(uintptr_t));
+
+        if ((sp->rrp.tried[i / (8 * sizeof(uintptr_t))] & m)
+            || peer->down
+            || (peer->max_fails
+                && peer->fails >= peer->max_fails
+                && now - peer->checked <= peer->fail_timeout)
+            || (peer->max_conns && peer->conns >= peer->max_conns))
+        {
+            return NULL;
+        }
+
+        *n = i;
+        return peer;
+    }
+
+    return NULL;
+}
+
+
+/* its runtime is gone for it: nginx's "no live upstreams", a 503 */
+
+static ngx_int_t
+ngx_http_oip_seq_refuse(ngx_peer_connection_t *pc,
+    ngx_http_oip_seq_peer_t *sp)
+{
+    sp->ctx->req.sequence_lost = 1;
+    pc->name = sp->rrp.peers->name;
+
+    return NGX_BUSY;
+}
+
+
+/*
+ * The peer is done with: a failure (a connect error or timeout, or what
+ * proxy_next_upstream counts as one) loses the pin; the answer to a
+ * sequence_end unpins it.
+ */
+
+static void
+ngx_http_oip_seq_free(ngx_peer_connection_t *pc, void *data,
+    ngx_uint_t state)
+{
+    ngx_http_oip_seq_peer_t *sp = data;
+
+    if (sp->key.len && sp->peer_len && !sp->lost) {
+
+        if (state & NGX_PEER_FAILED) {
+            ngx_log_error(NGX_LOG_WARN, pc->log, 0,
+                          "oip: sequence \"%V\" of model \"%V\": its runtime "
+                          "%*s failed: the sequence is lost", &sp->key,
+                          &sp->ctx->model, sp->peer_len, sp->peer);
+
+            ngx_http_oip_seq_mark(sp, NGX_HTTP_OIP_SEQ_LOST, pc->log);
+            sp->lost = 1;
+
+        } else if (sp->ctx->vars.sequence_end) {
+            ngx_http_oip_seq_mark(sp, 0, pc->log);
+            sp->peer_len = 0;
+        }
+    }
+
+    ngx_http_upstream_free_round_robin_peer(pc, &sp->rrp, state);
+}
+
+
+/* the sequence's node, if it is there and not idle too long (locked) */
+
+static ngx_http_oip_seq_node_t *
+ngx_http_oip_seq_lookup(ngx_http_oip_seq_peer_t *sp,
+    ngx_http_oip_seq_zone_t *z)
+{
+    ngx_http_oip_seq_node_t  *node;
+
+    node = (ngx_http_oip_seq_node_t *) ngx_str_rbtree_lookup(&z->sh->rbtree,
+                                                             &sp->key,
+                                                             sp->hash);
+    if (node == NULL) {
+        return NULL;
+    }
+
+    if (ngx_current_msec - node->used > sp->conf->idle) {
+        ngx_log_debug1(NGX_LOG_DEBUG_HTTP, sp->log, 0,
+                       "oip: sequence \"%V\" idle too long: dropped",
+                       &sp->key);
+
+        ngx_http_oip_seq_delete(z, node);
+        return NULL;
+    }
+
+    return node;
+}
+
+
+/* a node made for the sequence (locked): the idle and lost go first */
+
+static ngx_http_oip_seq_node_t *
+ngx_http_oip_seq_pin(ngx_http_oip_seq_zone_t *z, ngx_http_oip_seq_peer_t *sp,
+    u_char state, ngx_log_t *log)
+{
+    size_t                    size;
+    ngx_uint_t                i;
+    ngx_queue_t              *q;
+    ngx_http_oip_seq_node_t  *node, *old;
+
+    size = offsetof(ngx_http_oip_seq_node_t, data) + sp->key.len
+           + sp->peer_len;
+
+    for ( ;; ) {
+        node = ngx_slab_alloc_locked(z->shpool, size);
+
+        if (node || ngx_queue_empty(&z->sh->lru)) {
+            break;
+        }
+
+        /* full: an idle or lost one among the least recently used,
+         * else the least recently used pin, said so */
+
+        q = ngx_queue_last(&z->sh->lru);
+        old = NULL;
+
+        for (i = 0; i < NGX_HTTP_OIP_SEQ_SCAN
+                    && q != ngx_queue_sentinel(&z->sh->lru); i++)
+        {
+            node = ngx_queue_data(q, ngx_http_oip_seq_node_t, lru);
+
+            if (node->state == NGX_HTTP_OIP_SEQ_LOST
+                || ngx_current_msec - node->used > sp->conf->idle)
+            {
+                old = node;
+                break;
+            }
+
+            q = ngx_queue_prev(q);
+        }
+
+        if (old == NULL) {
+            old = ngx_queue_data(ngx_queue_last(&z->sh->lru),
+                                 ngx_http_oip_seq_node_t, lru);
+
+            ngx_log_error(NGX_LOG_WARN, log, 0,
+                          "oip: sequence zone is full: the pin of \"%*s\", "
+                          "the least recently used, evicted",
+                          old->sn.str.len, old->data);
+        }
+
+        ngx_http_oip_seq_delete(z, old);
+    }
+
+    if (node == NULL) {
+        return NULL;
+    }
+
+    node->sn.node.key = sp->hash;
+    node->sn.str.data = node->data;
+    node->sn.str.len = sp->key.len;
+    node->used = ngx_current_msec;
+    node->state = state;
+    node->peer_len = (u_char) sp->peer_len;
+
+    ngx_memcpy(node->data, sp->key.data, sp->key.len);
+    ngx_memcpy(node->data + sp->key.len, sp->peer, sp->peer_len);
+
+    ngx_rbtree_insert(&z->sh->rbtree, &node->sn.node);
+    ngx_queue_insert_head(&z->sh->lru, &node->lru);
+
+    return node;
+}
+
+
+static void
+ngx_http_oip_seq_delete(ngx_http_oip_seq_zone_t *z,
+    ngx_http_oip_seq_node_t *node)
+{
+    ngx_queue_remove(&node->lru);
+    ngx_rbtree_delete(&z->sh->rbtree, &node->sn.node);
+    ngx_slab_free_locked(z->shpool, node);
+}
+
+
+/* the request's sequence lost (its tombstone, until idle) or unpinned */
+
+static void
+ngx_http_oip_seq_mark(ngx_http_oip_seq_peer_t *sp, u_char state,
+    ngx_log_t *log)
+{
+    ngx_http_oip_seq_node_t  *node;
+    ngx_http_oip_seq_zone_t  *z;
+
+    z = sp->conf->zone->data;
+
+    ngx_shmtx_lock(&z->shpool->mutex);
+
+    node = ngx_http_oip_seq_lookup(sp, z);
+
+    if (node && state == NGX_HTTP_OIP_SEQ_LOST) {
+        node->state = state;
+        node->used = ngx_current_msec;
+
+    } else if (node) {
+        ngx_http_oip_seq_delete(z, node);
+
+    } else if (state == NGX_HTTP_OIP_SEQ_LOST) {
+        (void) ngx_http_oip_seq_pin(z, sp, state, log);
+    }
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+}
+
+
+/* the message of the 503 a lost sequence gets, NUL-terminated */
+
+u_char *
+ngx_http_oip_sequence_lost(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    u_char     *p, *last;
+    ngx_str_t   id;
+    u_char      digits[NGX_INT64_LEN];
+
+    if (ctx->vars.sequence_str.len) {
+        id = ctx->vars.sequence_str;
+
+    } else {
+        id.data = digits;
+        id.len = ngx_sprintf(digits, "%uL", ctx->vars.sequence_id) - digits;
+    }
+
+    if (id.len > 256) {
+        id.len = 256;
+    }
+
+    p = ngx_pnalloc(r->pool, id.len + ctx->model.len + 128);
+    if (p == NULL) {
+        return NULL;
+    }
+
+    last = ngx_sprintf(p, "sequence %V of model %V: its runtime is "
+                       "unavailable; start a new sequence", &id,
+                       &ctx->model);
+    *last = '\0';
+
+    return p;
+}

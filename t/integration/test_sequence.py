@@ -1,0 +1,300 @@
+#!/usr/bin/python3
+#
+# Copyright (C) ngx_oip_module authors
+#
+"""Stateful sequences kept on their runtime (issue 29): oip_sequence in
+upstream {}, through real nginx with two workers, two gateways (separate
+nginx instances and zones) in front of several example runtimes, each
+of which lists the infer requests it read, with their parameters
+(/_test/arrivals): a sequence's requests must all be at one of them.
+
+1. Pinning: sequences of integer and string ids, each request sent
+   through either gateway at random, all at one runtime; the runtimes
+   share the sequences; requests without a sequence go round robin.
+2. A reload that adds a runtime moves no sequence; new ones reach it.
+3. A runtime killed: each of its sequences gets the documented 503 and
+   never reaches another runtime, until it starts anew; the others go on.
+4. Bad values of the directive.
+"""
+
+import json
+import os
+import random
+import re
+import signal
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from oiptest import MODULE, GatewayTestCase, heavy, run_tests, wait_for
+from test_examples import nginx_t
+from test_signatures import Hooks
+
+MODEL = "identity"
+URI = "/v2/models/%s/infer" % MODEL
+
+
+def doc(sid=None, start=False, end=False, n=0):
+    params = {"n": n}
+    if sid is not None:
+        params["sequence_id"] = sid
+    if start:
+        params["sequence_start"] = True
+    if end:
+        params["sequence_end"] = True
+    return json.dumps({"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                                   "shape": [1], "data": [1.5]}],
+                       "parameters": params})
+
+
+def upstream(ports, zone="seq", extra=""):
+    return """
+        upstream runtimes {
+            oip_sequence zone=%s:1m%s;
+            %s
+        }""" % (zone, extra, "\n            ".join(
+        "server 127.0.0.1:%d;" % p for p in ports))
+
+
+SERVER = """
+        location / {{
+            oip on;
+            proxy_pass http://runtimes;
+        }}
+        access_log {dir}/seq.log seq;
+"""
+
+LOG = """
+        log_format seq '$oip_sequence_id $upstream_addr $status';
+"""
+
+
+class Base(GatewayTestCase):
+
+    @classmethod
+    def gateway(cls, ports, zone="seq"):
+        http = (upstream(ports, zone).replace("{", "{{").replace("}", "}}")
+                + LOG)
+        return cls.start_nginx(SERVER, http=http, workers=2)
+
+    def seen(self, runtimes):
+        """{sequence id: set of runtime indexes that read a request of
+        it}, and the count of requests without one, per runtime."""
+        where, plain = {}, []
+        for i, rt in enumerate(runtimes):
+            n = 0
+            for a in Hooks(rt.port).call("GET", "arrivals").get(MODEL, []):
+                sid = (a["parameters"] or {}).get("sequence_id")
+                if sid is None:
+                    n += 1
+                else:
+                    where.setdefault(json.dumps(sid), set()).add(i)
+            plain.append(n)
+        return where, plain
+
+    def sequence(self, gateways, sid, n, rnd, statuses):
+        """n requests of one sequence, each through a gateway at random."""
+        for k in range(n):
+            ngx = rnd.choice(gateways)
+            st, _, out = ngx.post(URI, doc(sid, k == 0, k == n - 1, k))
+            statuses.append((sid, k, st, out))
+
+
+class Sequences(Base):
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rts = [cls.start_runtime() for _ in range(3)]
+        ports = [rt.port for rt in cls.rts]
+        cls.a = cls.gateway(ports)
+        cls.b = cls.gateway(ports)
+
+    def setUp(self):
+        for rt in self.rts:
+            Hooks(rt.port).call("POST", "reset")
+
+    def test_pinned_across_gateways(self):
+        ids = list(range(1, 21)) + ["s%d" % i for i in range(20)] + ["1"]
+        statuses = []
+        threads = []
+        for i, sid in enumerate(ids):
+            t = threading.Thread(target=self.sequence,
+                                 args=([self.a, self.b], sid, 8,
+                                       random.Random(i), statuses))
+            threads.append(t)
+            t.start()
+        for t in threads:
+            t.join()
+        bad = [s for s in statuses if s[2] != 200]
+        self.assertEqual(bad, [])
+        where, _ = self.seen(self.rts)
+        self.assertEqual(len(where), len(ids))
+        for sid, runtimes in where.items():
+            self.assertEqual(len(runtimes), 1, sid)
+        used = set().union(*where.values())
+        self.assertEqual(used, {0, 1, 2})
+
+    def test_without_a_sequence_round_robin(self):
+        for n in range(30):
+            gw = self.a if n % 2 else self.b
+            st, _, out = gw.post(URI, doc(n=n))
+            self.assertEqual(st, 200, out)
+        _, plain = self.seen(self.rts)
+        self.assertEqual(sum(plain), 30)
+        for n in plain:
+            self.assertGreaterEqual(n, 6)
+
+    def test_id_types_and_models(self):
+        """1 and "1" are two sequences (both placed, each on one
+        runtime); a sequence's requests naming a version stay too."""
+        for sid in (7, "7"):
+            for k in range(4):
+                uri = ("/v2/models/%s/versions/1/infer" % MODEL if k % 2
+                       else URI)
+                st, _, out = self.a.post(uri, doc(sid, k == 0, k == 3, k))
+                self.assertEqual(st, 200, out)
+        where, _ = self.seen(self.rts)
+        self.assertEqual(sorted(where), ['"7"', "7"])
+        for runtimes in where.values():
+            self.assertEqual(len(runtimes), 1)
+
+
+class Reload(Base):
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rts = [cls.start_runtime() for _ in range(3)]
+        cls.ngx = cls.gateway([cls.rts[0].port, cls.rts[1].port])
+
+    @heavy
+    def test_reload_adds_a_runtime(self):
+        statuses = []
+        # started before the reload ...
+        for i in range(30):
+            st, _, out = self.ngx.post(URI, doc(i + 1, True, n=0))
+            self.assertEqual(st, 200, out)
+        before, _ = self.seen(self.rts)
+        with open(self.ngx.conf) as f:
+            conf = f.read()
+        conf = conf.replace(
+            "server 127.0.0.1:%d;" % self.rts[1].port,
+            "server 127.0.0.1:%d;\n            server 127.0.0.1:%d;"
+            % (self.rts[1].port, self.rts[2].port))
+        with open(self.ngx.conf, "w") as f:
+            f.write(conf)
+        old = set(self.ngx.workers())
+        self.ngx.proc.send_signal(signal.SIGHUP)
+        wait_for(lambda: set(self.ngx.workers()),
+                 lambda w: w and not (w & old))
+        # ... go on where they were; new ones reach the third too
+        for i in range(30):
+            for k in (1, 2):
+                st, _, out = self.ngx.post(URI, doc(i + 1, end=k == 2, n=k))
+                statuses.append(st)
+        for i in range(60):
+            st, _, out = self.ngx.post(URI, doc(1000 + i, True, True))
+            statuses.append(st)
+        self.assertEqual(set(statuses), {200})
+        where, _ = self.seen(self.rts)
+        for i in range(30):
+            self.assertEqual(where[str(i + 1)], before[str(i + 1)], i + 1)
+        fresh = set().union(*(where[str(1000 + i)] for i in range(60)))
+        self.assertIn(2, fresh)
+
+
+class Lost(Base):
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rts = [cls.start_runtime() for _ in range(2)]
+        cls.ngx = cls.gateway([rt.port for rt in cls.rts])
+
+    def test_runtime_killed(self):
+        ids = list(range(1, 21))
+        for sid in ids:
+            st, _, out = self.ngx.post(URI, doc(sid, True))
+            self.assertEqual(st, 200, out)
+        where, _ = self.seen(self.rts)
+        on0 = sorted(int(s) for s, r in where.items() if r == {0})
+        on1 = sorted(int(s) for s, r in where.items() if r == {1})
+        self.assertTrue(on0 and on1, where)
+        self.rts[0].stop()
+        for k in (1, 2):
+            for sid in ids:
+                st, h, out = self.ngx.post(URI, doc(sid, n=k))
+                if sid in on0:
+                    msg = self.assertJSONError((st, h, out), 503)
+                    self.assertEqual(msg, "sequence %d of model %s: its "
+                                     "runtime is unavailable; start a new "
+                                     "sequence" % (sid, MODEL))
+                else:
+                    self.assertEqual(st, 200, out)
+        # none of the lost reached the other runtime
+        where, _ = self.seen(self.rts[1:])
+        for sid in on0:
+            self.assertNotIn(str(sid), where)
+        # a start places it anew, on the runtime that is left
+        st, _, out = self.ngx.post(URI, doc(on0[0], True, n=3))
+        self.assertEqual(st, 200, out)
+        st, _, out = self.ngx.post(URI, doc(on0[0], n=4))
+        self.assertEqual(st, 200, out)
+        where, _ = self.seen(self.rts[1:])
+        self.assertEqual(where[str(on0[0])], {0})
+        text = self.ngx.log()
+        self.assertRegex(text, r"\[warn\].*oip: sequence .* of model "
+                         r"\"identity\": its runtime .* failed: the "
+                         r"sequence is lost")
+
+
+class Directives(GatewayTestCase):
+
+    @classmethod
+    def setUpGateway(cls):
+        pass
+
+    def conf(self, ups):
+        return ("load_module %s;\nevents {}\nhttp { %s server { listen "
+                "127.0.0.1:1; location / { oip on; proxy_pass http://u; } "
+                "} }\n" % (MODULE, ups))
+
+    def test_bad_values(self):
+        for ups, msg in [
+                ("upstream u { oip_sequence; server 127.0.0.1:1; }",
+                 "invalid number of arguments"),
+                ("upstream u { oip_sequence idle=1s; server 127.0.0.1:1; }",
+                 "takes zone=NAME:SIZE"),
+                ("upstream u { oip_sequence zone=s:1k; server 127.0.0.1:1; }",
+                 "is too small"),
+                ("upstream u { oip_sequence zone=s:1m idle=0; "
+                 "server 127.0.0.1:1; }", 'invalid parameter "idle=0"'),
+                ("upstream u { oip_sequence zone=s:1m size=1; "
+                 "server 127.0.0.1:1; }", 'invalid parameter "size=1"'),
+                ("upstream u { oip_sequence zone=s:1m; oip_sequence "
+                 "zone=t:1m; server 127.0.0.1:1; }", "is duplicate"),
+                ("upstream u { oip_sequence zone=s:1m; "
+                 "server 127.0.0.1:1 backup; }", "backup"),
+                ("upstream u { oip_sequence zone=s:1m; server 127.0.0.1:1; }"
+                 " upstream v { oip_sequence zone=s:1m; server 127.0.0.1:2; }",
+                 "is already used"),
+                ("upstream u { server 127.0.0.1:1; } server { location /x/ "
+                 "{ oip_sequence zone=s:1m; } }", "is not allowed here")]:
+            with self.subTest(ups=ups):
+                rc, err = nginx_t(self.conf(ups))
+                self.assertNotEqual(rc, 0)
+                self.assertIn(msg, err)
+
+    def test_good_values(self):
+        for ups in ("upstream u { oip_sequence zone=s:1m; "
+                    "server 127.0.0.1:1 weight=3; server 127.0.0.1:2 down; "
+                    "keepalive 8; }",
+                    "upstream u { oip_sequence zone=s:64k idle=10m; "
+                    "server 127.0.0.1:1 max_fails=0; }"):
+            with self.subTest(ups=ups):
+                rc, err = nginx_t(self.conf(ups))
+                self.assertEqual(rc, 0, err)
+
+
+if __name__ == "__main__":
+    run_tests()
