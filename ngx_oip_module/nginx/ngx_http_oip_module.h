@@ -511,6 +511,7 @@ void ngx_http_oip_admission_sum(ngx_shm_zone_t *shm_zone,
 char *ngx_http_oip_sequence(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 u_char *ngx_http_oip_sequence_lost(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+ngx_int_t ngx_http_oip_sequence_lose(ngx_http_request_t *r);
 
 /* the model-aware edge: fetching signatures (ngx_http_oip_signature.c) */
 ngx_int_t ngx_http_oip_signature(ngx_http_request_t *r,

@@ -45,6 +45,8 @@ static void ngx_http_oip_convert_resume(ngx_http_request_t *r,
     ngx_int_t rc);
 static ngx_int_t ngx_http_oip_finish_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_sequence_gone(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_overloaded(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_result_t *res);
 static ngx_int_t ngx_http_oip_answer_error(ngx_http_request_t *r,
@@ -161,8 +163,11 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
              || (r->headers_out.status >= NGX_HTTP_BAD_REQUEST
                  && r->upstream
                  && (olcf->errors == NGX_HTTP_OIP_ERRORS_REWRITE
-                     || (r->headers_out.status
-                         == NGX_HTTP_SERVICE_UNAVAILABLE
+                     || ((r->headers_out.status
+                          == NGX_HTTP_SERVICE_UNAVAILABLE
+                          || (r->headers_out.status == NGX_HTTP_BAD_REQUEST
+                              && ctx->vars.has_sequence
+                              && !ctx->vars.sequence_start))
                          && r->headers_out.content_length_n >= 0
                          && r->headers_out.content_length_n
                             <= NGX_HTTP_OIP_ERROR_MAX)))))
@@ -567,6 +572,7 @@ ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 static ngx_int_t
 ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
+    ngx_int_t       gone;
     oip_result_t    res;
     oip_framing_t   framing;
 
@@ -594,6 +600,14 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
             && ngx_http_oip_overloaded(r, ctx, &res) != NGX_OK)
         {
             return NGX_ERROR;
+        }
+
+        if (res.reason == OIP_REASON_SEQUENCE_START) {
+            gone = ngx_http_oip_sequence_gone(r, ctx);
+
+            if (gone != NGX_DECLINED) {
+                return gone;
+            }
         }
 
         return ngx_http_oip_answer_error(r, ctx, (u_char *) res.error,
@@ -734,6 +748,7 @@ static ngx_int_t
 ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
     int                       rc;
+    ngx_int_t                 gone;
     oip_alloc_t               alloc;
     oip_header_t              type;
     oip_result_t              res;
@@ -751,6 +766,14 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     if (ngx_http_oip_overloaded(r, ctx, &res) != NGX_OK) {
         return NGX_ERROR;
+    }
+
+    if (res.reason == OIP_REASON_SEQUENCE_START) {
+        gone = ngx_http_oip_sequence_gone(r, ctx);
+
+        if (gone != NGX_DECLINED) {
+            return gone;
+        }
     }
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
@@ -796,6 +819,37 @@ ngx_http_oip_overloaded(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     }
 
     return NGX_OK;
+}
+
+
+/*
+ * The runtime does not know the request's sequence (Triton's "must
+ * specify the START flag"): it was placed where it never started, or it
+ * idled out there.  Behind oip_sequence: the documented 503, and the
+ * sequence lost until it starts anew; elsewhere (NGX_DECLINED) the
+ * runtime's answer as it is.
+ */
+
+static ngx_int_t
+ngx_http_oip_sequence_gone(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    u_char  *msg;
+
+    if (!ctx->vars.has_sequence || ctx->vars.sequence_start
+        || ngx_http_oip_sequence_lose(r) != NGX_OK)
+    {
+        return NGX_DECLINED;
+    }
+
+    msg = ngx_http_oip_sequence_lost(r, ctx);
+    if (msg == NULL) {
+        return NGX_ERROR;
+    }
+
+    r->headers_out.status = NGX_HTTP_SERVICE_UNAVAILABLE;
+    ngx_str_null(&r->headers_out.status_line);
+
+    return ngx_http_oip_answer_error(r, ctx, msg, ngx_strlen((char *) msg));
 }
 
 

@@ -886,6 +886,41 @@ ngx_http_oip_seq_mark(ngx_http_oip_seq_peer_t *sp, u_char state,
 }
 
 
+/*
+ * The runtime does not know the request's sequence (the response path
+ * read its words): lost, as a failed peer loses it.  NGX_DECLINED: the
+ * request was not balanced by oip_sequence.
+ */
+
+ngx_int_t
+ngx_http_oip_sequence_lose(ngx_http_request_t *r)
+{
+    ngx_http_oip_seq_peer_t  *sp;
+
+    if (r->upstream == NULL
+        || r->upstream->peer.get != ngx_http_oip_seq_get)
+    {
+        return NGX_DECLINED;
+    }
+
+    sp = r->upstream->peer.data;
+
+    if (sp->key.len == 0) {
+        return NGX_DECLINED;
+    }
+
+    ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                  "oip: sequence \"%V\" of model \"%V\": its runtime %*s "
+                  "does not know it: the sequence is lost", &sp->key,
+                  &sp->ctx->model, sp->peer_len, sp->peer);
+
+    ngx_http_oip_seq_mark(sp, NGX_HTTP_OIP_SEQ_LOST, r->connection->log);
+    sp->lost = 1;
+
+    return NGX_OK;
+}
+
+
 /* the message of the 503 a lost sequence gets, NUL-terminated */
 
 u_char *

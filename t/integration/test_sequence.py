@@ -14,7 +14,11 @@ of which lists the infer requests it read, with their parameters
 2. A reload that adds a runtime moves no sequence; new ones reach it.
 3. A runtime killed: each of its sequences gets the documented 503 and
    never reaches another runtime, until it starts anew; the others go on.
-4. Bad values of the directive.
+4. Runtimes on Triton's sequence batcher (the example runtime's
+   /_test/sequences): a sequence its runtime does not know gets Triton's
+   START-flag 400, given as the documented 503, and is lost until it
+   starts anew; elsewhere that 400 stays the runtime's.
+5. Bad values of the directive.
 """
 
 import json
@@ -246,6 +250,72 @@ class Lost(Base):
         self.assertRegex(text, r"\[warn\].*oip: sequence .* of model "
                          r"\"identity\": its runtime .* failed: the "
                          r"sequence is lost")
+
+
+class Stateful(Base):
+    """Runtimes on Triton's sequence batcher: a request of a sequence
+    its runtime does not know gets Triton's START-flag 400, which the
+    gateway gives as the documented 503, losing the sequence."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rts = [cls.start_runtime() for _ in range(2)]
+        http = (upstream([rt.port for rt in cls.rts])
+                .replace("{", "{{").replace("}", "}}") + LOG)
+        cls.ngx = cls.start_nginx("""
+        location / {{
+            oip on;
+            proxy_pass http://runtimes;
+        }}
+        location /pass/ {{
+            oip on;
+            oip_upstream_errors pass;
+            proxy_pass http://runtimes/;
+        }}
+        location /direct/ {{
+            oip on;
+            proxy_pass http://127.0.0.1:{rt}/;
+        }}""", http=http, workers=2, rt=cls.rts[0].port)
+
+    def setUp(self):
+        for rt in self.rts:
+            Hooks(rt.port).call("POST", "reset")
+            Hooks(rt.port).call("PUT", "sequences/" + MODEL, {"idle": 60})
+
+    def reached(self):
+        return sum(len(Hooks(rt.port).call("GET", "arrivals").get(MODEL, []))
+                   for rt in self.rts)
+
+    def test_unknown_to_its_runtime(self):
+        for prefix, sid in (("", 501), ("/pass", 502)):
+            with self.subTest(prefix=prefix):
+                # never started: the ring's runtime refuses it
+                resp = self.ngx.post(prefix + URI, doc(sid, n=1))
+                msg = self.assertJSONError(resp, 503)
+                self.assertEqual(msg, "sequence %d of model %s: its runtime "
+                                 "is unavailable; start a new sequence"
+                                 % (sid, MODEL))
+                reached = self.reached()
+                # lost: refused at the gateway, never at a runtime
+                resp = self.ngx.post(prefix + URI, doc(sid, n=2))
+                self.assertJSONError(resp, 503, "start a new sequence")
+                self.assertEqual(self.reached(), reached)
+                # a start places it anew
+                for k, end in ((3, False), (4, True)):
+                    st, _, out = self.ngx.post(prefix + URI,
+                                               doc(sid, k == 3, end, k))
+                    self.assertEqual(st, 200, out)
+        self.assertRegex(self.ngx.log(), r"\[warn\].*oip: sequence .* does "
+                         r"not know it: the sequence is lost")
+
+    def test_runtime_words_elsewhere(self):
+        """Without oip_sequence the runtime's 400 stays its own."""
+        msg = self.assertJSONError(self.ngx.post("/direct" + URI,
+                                                 doc(77, n=1)), 400)
+        self.assertIn("must specify the START flag", msg)
+        msg = self.assertJSONError(self.ngx.post(URI, doc(0, n=1)), 400)
+        self.assertIn("must specify a non-zero or non-empty correlation ID",
+                      msg)
 
 
 class Directives(GatewayTestCase):

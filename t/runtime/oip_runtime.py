@@ -120,6 +120,23 @@ Test hooks, under /_test/, a path no runtime has (JSON in and out):
   POST   /_test/highwater/reset  the marks back to what is in flight now,
                                  served to 0 (POST /_test/reset does it too,
                                  and clears the services)
+  PUT    /_test/sequences/{m}    {"idle": S}: m is stateful, on Triton's
+                                 sequence batcher (sequence_batch_scheduler
+                                 .cc, sequence_utils.h): a request needs a
+                                 sequence_id (0 or "": 400 "inference
+                                 request to model 'm' must specify a
+                                 non-zero or non-empty correlation ID");
+                                 one without sequence_start for a sequence
+                                 not active is refused (400 "inference
+                                 request for sequence N to model 'm' must
+                                 specify the START flag on the first
+                                 request of the sequence"); a start (again)
+                                 begins it, an end ends it after the
+                                 answer; a sequence idle S seconds (Triton's
+                                 max_sequence_idle_microseconds, 1 s by
+                                 default) is released silently; integer
+                                 and string ids are distinct.  {"idle": 0}
+                                 or DELETE: stateless again
   GET    /_test/arrivals         {"m": [{"id", "parameters"}]}: per model,
                                  the last 256 valid infer requests in the
                                  order they were read, each with its id
@@ -556,6 +573,7 @@ class Runtime:
             self.counts = {"meta": {}, "infer": {}}
             self.services = {}
             self.arrivals = {}
+            self.sequences = {}      # model: {"idle": S, "active": {}}
         self.reset_marks()
 
     MARKS = ("now", "concurrent", "running_now", "running", "bytes_now",
@@ -611,6 +629,38 @@ class Runtime:
     def model(self, name):
         with self.lock:
             return self.models.get(name)
+
+    def sequence(self, name, req):
+        """Triton's sequence batcher for a stateful model (PUT
+        /_test/sequences/{m}): its id checked, a sequence begun, found,
+        ended, or released when idle; refusals in Triton's words."""
+        with self.lock:
+            seq = self.sequences.get(name)
+            if seq is None:
+                return
+            params = req.get("parameters") or {}
+            sid = params.get("sequence_id", 0)
+            if sid == 0 or sid == "":
+                raise InferError("inference request to model '%s' must "
+                                 "specify a non-zero or non-empty "
+                                 "correlation ID" % name)
+            key = (type(sid).__name__, sid)
+            now = time.time()
+            active = seq["active"]
+            for k in [k for k, t in active.items()
+                      if now - t > seq["idle"]]:
+                del active[k]
+            if params.get("sequence_start") is True:
+                active[key] = now
+            elif key not in active:
+                raise InferError("inference request for sequence %s to "
+                                 "model '%s' must specify the START flag "
+                                 "on the first request of the sequence"
+                                 % (sid, name))
+            else:
+                active[key] = now
+            if params.get("sequence_end") is True:
+                del active[key]
 
     def count(self, kind, key):
         with self.lock:
@@ -934,6 +984,7 @@ class Runtime:
                 model_name, collections.deque(maxlen=256)).append(
                 {"id": (req or {}).get("id"),
                  "parameters": (req or {}).get("parameters")})
+        self.sequence(model_name, req or {})
         try:
             with self.instance(model_name, flight):
                 results = {t.name: t for t in model.run(tensors)}
@@ -1300,6 +1351,18 @@ class Handler(BaseHTTPRequestHandler):
                     runtime.services.pop(name, None)
                 else:
                     runtime.services[name] = service
+            return self.json_reply(200, {})
+        if what == ["sequences"] and name and self.command in ("PUT",
+                                                               "DELETE"):
+            idle = doc.get("idle", 1) if self.command == "PUT" else 0
+            if isinstance(idle, bool) or not isinstance(idle, (int, float)) \
+                    or idle < 0:
+                return self.error(400, "idle must be a number >= 0")
+            with runtime.lock:
+                if idle:
+                    runtime.sequences[name] = {"idle": idle, "active": {}}
+                else:
+                    runtime.sequences.pop(name, None)
             return self.json_reply(200, {})
         if what == ["models"] and name and self.command == "PUT":
             try:
