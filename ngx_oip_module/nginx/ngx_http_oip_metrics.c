@@ -43,6 +43,7 @@ typedef struct {
                                                      failed */
     ngx_atomic_t               cache[NGX_HTTP_OIP_M_CACHE];
     ngx_atomic_t               admission[NGX_HTTP_OIP_ADM_RESULTS];
+    ngx_atomic_t               sequences[NGX_HTTP_OIP_SEQ_ENDS];
 } ngx_http_oip_mcount_t;
 
 
@@ -83,6 +84,9 @@ static u_char *ngx_http_oip_metrics_write(u_char *p,
 static u_char *ngx_http_oip_metrics_admission(u_char *p,
     ngx_http_oip_mzone_t *z, ngx_uint_t n, ngx_array_t *zones,
     uint64_t *sums);
+static u_char *ngx_http_oip_metrics_sequences(u_char *p,
+    ngx_http_oip_mzone_t *z, ngx_uint_t n, ngx_array_t *zones,
+    uint64_t *active);
 static ngx_int_t ngx_http_oip_metrics_find(void *data, u_char *model,
     size_t len);
 static u_char *ngx_http_oip_metrics_histogram(u_char *p,
@@ -102,6 +106,11 @@ static ngx_uint_t  ngx_http_oip_m_codes[NGX_HTTP_OIP_M_CODES - 1] = {
 static ngx_str_t  ngx_http_oip_m_outcomes[] = {
     ngx_string("passed"), ngx_string("converted"), ngx_string("rejected"),
     ngx_string("cancelled")
+};
+
+static ngx_str_t  ngx_http_oip_m_sequence_ends[] = {
+    ngx_string("ended"), ngx_string("idle"), ngx_string("lost"),
+    ngx_string("evicted")
 };
 
 static ngx_str_t  ngx_http_oip_m_admission[] = {
@@ -587,12 +596,13 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
     size = 4096 + n * (NGX_HTTP_OIP_M_OUTCOMES * NGX_HTTP_OIP_M_CODES
                        + NGX_HTTP_OIP_M_REASONS
                        + 4 + 3 * (NGX_HTTP_OIP_M_BUCKETS + 2) + 3
-                       + NGX_HTTP_OIP_M_CACHE + NGX_HTTP_OIP_ADM_RESULTS + 3)
+                       + NGX_HTTP_OIP_M_CACHE + NGX_HTTP_OIP_ADM_RESULTS + 3
+                       + NGX_HTTP_OIP_SEQ_ENDS + 1)
                   * (128 + 4 * NGX_HTTP_OIP_M_NAME);
 
     /* in flight, per model: summed from the admission zones */
 
-    sums = ngx_pcalloc(r->pool, 3 * n * sizeof(uint64_t));
+    sums = ngx_pcalloc(r->pool, 4 * n * sizeof(uint64_t));
 
     b = ngx_create_temp_buf(r->pool, size);
     if (b == NULL || sums == NULL) {
@@ -602,6 +612,8 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
     b->last = ngx_http_oip_metrics_write(b->last, z, n);
     b->last = ngx_http_oip_metrics_admission(b->last, z, n, omcf->admission,
                                              sums);
+    b->last = ngx_http_oip_metrics_sequences(b->last, z, n, omcf->sequences,
+                                             sums + 3 * n);
     b->last_buf = (r == r->main);
     b->last_in_chain = 1;
 
@@ -919,6 +931,98 @@ done:
 #undef ngx_http_oip_head
 
     return p;
+}
+
+
+/*
+ * The sequence balancer's families: how pins ended, counted in the
+ * blocks, and the sequences pinned now, summed from the zones.
+ */
+
+static u_char *
+ngx_http_oip_metrics_sequences(u_char *p, ngx_http_oip_mzone_t *z,
+    ngx_uint_t n, ngx_array_t *zones, uint64_t *active)
+{
+    ngx_uint_t             i, k;
+    ngx_atomic_uint_t      v;
+    ngx_shm_zone_t       **zp;
+    ngx_http_oip_mslot_t  *s;
+    ngx_http_oip_mfind_t   f;
+
+    p = ngx_cpymem(p, "# HELP oip_sequences_total Sequences whose pin "
+                   "ended, by how.\n# TYPE oip_sequences_total counter\n",
+                   sizeof("# HELP oip_sequences_total Sequences whose pin "
+                          "ended, by how.\n# TYPE oip_sequences_total "
+                          "counter\n") - 1);
+
+    for (i = 0; i < n; i++) {
+        s = &z->sh->slot[i];
+
+        for (k = 0; k < NGX_HTTP_OIP_SEQ_ENDS; k++) {
+            v = s->c.sequences[k];
+
+            if (v == 0) {
+                continue;
+            }
+
+            p = ngx_http_oip_metrics_start(p, "oip_sequences_total", s);
+            p = ngx_sprintf(p, "\",end=\"%V\"} %uA\n",
+                            &ngx_http_oip_m_sequence_ends[k], v);
+        }
+    }
+
+    if (zones == NULL) {
+        return p;
+    }
+
+    f.z = z;
+    f.n = n;
+    zp = zones->elts;
+
+    for (k = 0; k < zones->nelts; k++) {
+        ngx_http_oip_sequence_sum(zp[k], ngx_http_oip_metrics_find, &f,
+                                  active);
+    }
+
+    p = ngx_cpymem(p, "# HELP oip_sequences_active Sequences pinned to a "
+                   "runtime now.\n# TYPE oip_sequences_active gauge\n",
+                   sizeof("# HELP oip_sequences_active Sequences pinned to "
+                          "a runtime now.\n# TYPE oip_sequences_active "
+                          "gauge\n") - 1);
+
+    for (i = 0; i < n; i++) {
+        p = ngx_http_oip_metrics_start(p, "oip_sequences_active",
+                                       &z->sh->slot[i]);
+        p = ngx_sprintf(p, "\"} %uL\n", active[i]);
+    }
+
+    return p;
+}
+
+
+/* a pin's end, counted when it ends (the balancer's, any worker's) */
+
+void
+ngx_http_oip_metrics_sequence(ngx_http_request_t *r, u_char *model,
+    size_t len, ngx_uint_t end)
+{
+    ngx_str_t                  name;
+    ngx_http_oip_mslot_t      *slot;
+    ngx_http_oip_main_conf_t  *omcf;
+
+    omcf = ngx_http_get_module_main_conf(r, ngx_http_oip_module);
+
+    if (omcf->metrics == NULL) {
+        return;
+    }
+
+    name.data = model;
+    name.len = len;
+
+    /* a pinned sequence's model was served: it has its block */
+    slot = ngx_http_oip_metrics_slot(omcf->metrics->data, &name, 1);
+
+    (void) ngx_atomic_fetch_add(&slot->c.sequences[end], 1);
 }
 
 

@@ -55,6 +55,8 @@ typedef struct {
     ngx_shm_zone_t        *metrics;         /* oip_metrics_zone, or NULL */
     ngx_array_t           *admission;       /* of ngx_shm_zone_t *: the
                                                oip_admission_zones */
+    ngx_array_t           *sequences;       /* of ngx_shm_zone_t *: the
+                                               oip_sequence zones */
     ngx_flag_t             digest;          /* $oip_digest is used */
 
     /* this process's signature fetches in flight (signature.c) */
@@ -68,6 +70,13 @@ typedef struct ngx_http_oip_sig_s  ngx_http_oip_sig_t;
 
 /* oip_sequence: an upstream's sequence balancer (sequence.c) */
 typedef struct ngx_http_oip_seq_conf_s  ngx_http_oip_seq_conf_t;
+
+/* how a sequence's pin ended, in the order of the metrics' labels */
+#define NGX_HTTP_OIP_SEQ_ENDED    0
+#define NGX_HTTP_OIP_SEQ_IDLE     1
+#define NGX_HTTP_OIP_SEQ_GONE     2     /* "lost" */
+#define NGX_HTTP_OIP_SEQ_EVICTED  3
+#define NGX_HTTP_OIP_SEQ_ENDS     4
 
 typedef struct {
     ngx_http_oip_seq_conf_t  *sequence;    /* in upstream {}; NULL: none */
@@ -512,6 +521,11 @@ char *ngx_http_oip_sequence(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 u_char *ngx_http_oip_sequence_lost(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 ngx_int_t ngx_http_oip_sequence_lose(ngx_http_request_t *r);
+void ngx_http_oip_sequence_sum(ngx_shm_zone_t *shm_zone,
+    ngx_int_t (*found)(void *data, u_char *model, size_t len), void *data,
+    uint64_t *active);
+void ngx_http_oip_metrics_sequence(ngx_http_request_t *r, u_char *model,
+    size_t len, ngx_uint_t end);
 
 /* the model-aware edge: fetching signatures (ngx_http_oip_signature.c) */
 ngx_int_t ngx_http_oip_signature(ngx_http_request_t *r,

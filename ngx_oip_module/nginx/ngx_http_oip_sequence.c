@@ -65,6 +65,7 @@ typedef struct {
 typedef struct {
     ngx_http_oip_seq_sh_t             *sh;
     ngx_slab_pool_t                   *shpool;
+    ngx_msec_t                         idle;    /* its upstream's */
 } ngx_http_oip_seq_zone_t;
 
 
@@ -73,6 +74,7 @@ typedef struct {
     ngx_http_upstream_rr_peer_data_t   rrp;
     ngx_http_oip_seq_conf_t           *conf;
     ngx_http_oip_ctx_t                *ctx;
+    ngx_http_request_t                *r;
     ngx_log_t                         *log;
     ngx_str_t                          key;     /* empty: no sequence */
     uint32_t                           hash;
@@ -111,6 +113,8 @@ static void ngx_http_oip_seq_delete(ngx_http_oip_seq_zone_t *z,
     ngx_http_oip_seq_node_t *node);
 static void ngx_http_oip_seq_mark(ngx_http_oip_seq_peer_t *sp, u_char state,
     ngx_log_t *log);
+static void ngx_http_oip_seq_count(ngx_http_oip_seq_peer_t *sp,
+    ngx_http_oip_seq_node_t *node, ngx_uint_t end);
 
 
 static ngx_uint_t  ngx_http_oip_seq_tag;
@@ -124,6 +128,8 @@ ngx_http_oip_sequence(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     ngx_http_oip_srv_conf_t *oscf = conf;
 
     char                          *rv;
+    ngx_shm_zone_t               **zp;
+    ngx_http_oip_main_conf_t      *omcf;
     ssize_t                        size;
     ngx_str_t                     *value, name, s;
     ngx_uint_t                     i;
@@ -204,10 +210,30 @@ ngx_http_oip_sequence(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
         return NGX_CONF_ERROR;
     }
 
+    z->idle = sc->idle;
     shm_zone->init = ngx_http_oip_seq_init_zone;
     shm_zone->data = z;
     sc->zone = shm_zone;
     oscf->sequence = sc;
+
+    /* for the metrics' gauge */
+
+    omcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_oip_module);
+
+    if (omcf->sequences == NULL) {
+        omcf->sequences = ngx_array_create(cf->pool, 2,
+                                           sizeof(ngx_shm_zone_t *));
+        if (omcf->sequences == NULL) {
+            return NGX_CONF_ERROR;
+        }
+    }
+
+    zp = ngx_array_push(omcf->sequences);
+    if (zp == NULL) {
+        return NGX_CONF_ERROR;
+    }
+
+    *zp = shm_zone;
 
     uscf = ngx_http_conf_get_module_srv_conf(cf, ngx_http_upstream_module);
 
@@ -410,6 +436,7 @@ ngx_http_oip_seq_init_peer(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
+    sp->r = r;
     sp->log = r->connection->log;
     z = sp->conf->zone->data;
 
@@ -762,6 +789,10 @@ ngx_http_oip_seq_lookup(ngx_http_oip_seq_peer_t *sp,
                        "oip: sequence \"%V\" idle too long: dropped",
                        &sp->key);
 
+        if (node->state == NGX_HTTP_OIP_SEQ_PINNED) {
+            ngx_http_oip_seq_count(sp, node, NGX_HTTP_OIP_SEQ_IDLE);
+        }
+
         ngx_http_oip_seq_delete(z, node);
         return NULL;
     }
@@ -820,6 +851,11 @@ ngx_http_oip_seq_pin(ngx_http_oip_seq_zone_t *z, ngx_http_oip_seq_peer_t *sp,
                           "oip: sequence zone is full: the pin of \"%*s\", "
                           "the least recently used, evicted",
                           old->sn.str.len, old->data);
+
+            ngx_http_oip_seq_count(sp, old, NGX_HTTP_OIP_SEQ_EVICTED);
+
+        } else if (old->state == NGX_HTTP_OIP_SEQ_PINNED) {
+            ngx_http_oip_seq_count(sp, old, NGX_HTTP_OIP_SEQ_IDLE);
         }
 
         ngx_http_oip_seq_delete(z, old);
@@ -872,14 +908,89 @@ ngx_http_oip_seq_mark(ngx_http_oip_seq_peer_t *sp, u_char state,
     node = ngx_http_oip_seq_lookup(sp, z);
 
     if (node && state == NGX_HTTP_OIP_SEQ_LOST) {
+        if (node->state == NGX_HTTP_OIP_SEQ_PINNED) {
+            ngx_http_oip_seq_count(sp, node, NGX_HTTP_OIP_SEQ_GONE);
+        }
+
         node->state = state;
         node->used = ngx_current_msec;
 
     } else if (node) {
+        ngx_http_oip_seq_count(sp, node, NGX_HTTP_OIP_SEQ_ENDED);
         ngx_http_oip_seq_delete(z, node);
 
     } else if (state == NGX_HTTP_OIP_SEQ_LOST) {
-        (void) ngx_http_oip_seq_pin(z, sp, state, log);
+        node = ngx_http_oip_seq_pin(z, sp, state, log);
+
+        if (node) {
+            ngx_http_oip_seq_count(sp, node, NGX_HTTP_OIP_SEQ_GONE);
+        }
+    }
+
+    ngx_shmtx_unlock(&z->shpool->mutex);
+}
+
+
+/* a pin's end, under the node's model (the key up to its NUL) */
+
+static void
+ngx_http_oip_seq_count(ngx_http_oip_seq_peer_t *sp,
+    ngx_http_oip_seq_node_t *node, ngx_uint_t end)
+{
+    u_char  *nul;
+
+    nul = ngx_strlchr(node->data, node->data + node->sn.str.len, '\0');
+
+    ngx_http_oip_metrics_sequence(sp->r, node->data,
+                                  nul ? (size_t) (nul - node->data) : 0,
+                                  end);
+}
+
+
+/*
+ * For the metrics' gauge: the sequences pinned now, per model, summed
+ * over the zone (lost and idle ones not counted).  found() gives a
+ * model's index of sums (or none: -1).
+ */
+
+void
+ngx_http_oip_sequence_sum(ngx_shm_zone_t *shm_zone,
+    ngx_int_t (*found)(void *data, u_char *model, size_t len), void *data,
+    uint64_t *active)
+{
+    u_char                   *nul;
+    ngx_int_t                 i;
+    ngx_queue_t              *q;
+    ngx_http_oip_seq_node_t  *node;
+    ngx_http_oip_seq_zone_t  *z;
+
+    z = shm_zone->data;
+
+    ngx_shmtx_lock(&z->shpool->mutex);
+
+    for (q = ngx_queue_head(&z->sh->lru);
+         q != ngx_queue_sentinel(&z->sh->lru);
+         q = ngx_queue_next(q))
+    {
+        node = ngx_queue_data(q, ngx_http_oip_seq_node_t, lru);
+
+        if (node->state != NGX_HTTP_OIP_SEQ_PINNED
+            || ngx_current_msec - node->used > z->idle)
+        {
+            continue;
+        }
+
+        nul = ngx_strlchr(node->data, node->data + node->sn.str.len, '\0');
+
+        if (nul == NULL) {
+            continue;
+        }
+
+        i = found(data, node->data, nul - node->data);
+
+        if (i >= 0) {
+            active[i]++;
+        }
     }
 
     ngx_shmtx_unlock(&z->shpool->mutex);

@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 from oiptest import ROOT, SLOW, GatewayTestCase, run_tests, wait_for
 from prometheus_client.parser import text_string_to_metric_families
 from test_examples import runnable
+from test_signatures import Hooks
 
 EXAMPLES = os.path.join(ROOT, "docs", "examples")
 RULES = os.path.join(EXAMPLES, "oip-alerts.yml")
@@ -32,7 +33,8 @@ FAMILIES = {"oip_requests_total", "oip_rejections_total",
             "oip_upstream_answers_total", "oip_cache_total",
             "oip_signature_lookups_total", "oip_admission_total",
             "oip_queue_seconds", "oip_inflight_requests",
-            "oip_inflight_bytes", "oip_queue_requests"}
+            "oip_inflight_bytes", "oip_queue_requests", "oip_sequences_total",
+            "oip_sequences_active"}
 HISTOGRAMS = {"oip_conversion_seconds", "oip_queue_seconds"}
 
 
@@ -93,13 +95,26 @@ class Operations(GatewayTestCase):
         post("/v2/models/simple/infer", simple(7, datatype="FP32"))
         post("/v2/models/nosuch/infer", simple(1))
         post("/v2/models/simple/infer", "{")
+        # a stateful model's sequence, begun and ended
+        Hooks(cls.rt.port).call("PUT", "models/chat_sequence", {
+            "inputs": [{"name": "INPUT0", "datatype": "FP32",
+                        "shape": [-1]}],
+            "outputs": [{"name": "INPUT0", "datatype": "FP32",
+                         "shape": [-1]}]})
+        for k in range(2):
+            post("/v2/models/chat_sequence/infer", json.dumps(
+                {"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                             "shape": [1], "data": [1]}],
+                 "parameters": {"sequence_id": 5, "sequence_start": k == 0,
+                                "sequence_end": k == 1}}))
 
-        # the six are counted in their log phase, after their answers
+        # the eight are counted in their log phase, after their answers
         def counted(text):
             return sum(s.value for fam in
                        text_string_to_metric_families(text)
                        for s in fam.samples
-                       if s.name == "oip_requests_total") >= 6
+                       if s.name == "oip_requests_total") >= 8 \
+                and "oip_sequences_total{" in text
 
         cls.scrape = wait_for(
             lambda: cls.ngx.request("GET", "/metrics")[2].decode(), counted)

@@ -213,7 +213,21 @@ class Lost(Base):
     @classmethod
     def setUpGateway(cls):
         cls.rts = [cls.start_runtime() for _ in range(2)]
-        cls.ngx = cls.gateway([rt.port for rt in cls.rts])
+        http = (upstream([rt.port for rt in cls.rts])
+                .replace("{", "{{").replace("}", "}}") + LOG
+                + "oip_metrics_zone zone=metrics:1m;")
+        cls.ngx = cls.start_nginx(SERVER + """
+        location = /metrics {{ oip_metrics; }}""", http=http, workers=2)
+
+    def metrics(self):
+        st, _, text = self.ngx.request("GET", "/metrics")
+        self.assertEqual(st, 200)
+        out = {}
+        for line in text.decode().splitlines():
+            if line.startswith("oip_sequences"):
+                k, v = line.rsplit(" ", 1)
+                out[k] = float(v)
+        return out
 
     def test_runtime_killed(self):
         ids = list(range(1, 21))
@@ -224,6 +238,8 @@ class Lost(Base):
         on0 = sorted(int(s) for s, r in where.items() if r == {0})
         on1 = sorted(int(s) for s, r in where.items() if r == {1})
         self.assertTrue(on0 and on1, where)
+        self.assertEqual(self.metrics().get(
+            'oip_sequences_active{model="identity"}'), len(ids))
         self.rts[0].stop()
         for k in (1, 2):
             for sid in ids:
@@ -239,6 +255,20 @@ class Lost(Base):
         where, _ = self.seen(self.rts[1:])
         for sid in on0:
             self.assertNotIn(str(sid), where)
+        m = self.metrics()
+        self.assertEqual(m.get('oip_sequences_active{model="identity"}'),
+                         len(on1))
+        self.assertEqual(m.get('oip_sequences_total{model="identity",'
+                               'end="lost"}'), len(on0))
+        # an end's answer unpins
+        st, _, out = self.ngx.post(URI, doc(on1[0], end=True, n=9))
+        self.assertEqual(st, 200, out)
+        m = wait_for(self.metrics, lambda m: m.get(
+            'oip_sequences_total{model="identity",end="ended"}'))
+        self.assertEqual(m.get('oip_sequences_total{model="identity",'
+                               'end="ended"}'), 1)
+        self.assertEqual(m.get('oip_sequences_active{model="identity"}'),
+                         len(on1) - 1)
         # a start places it anew, on the runtime that is left
         st, _, out = self.ngx.post(URI, doc(on0[0], True, n=3))
         self.assertEqual(st, 200, out)
