@@ -485,4 +485,40 @@ int oip_ihcl_parse(const uint8_t *v, size_t len, uint64_t *n);
 size_t oip_json_escape(uint8_t *dst, const uint8_t *src, size_t len);
 
 
+/*
+ * The sequence balancer's consistent-hashing ring (oip_ring.c): built
+ * from the peers' names and weights, OIP_RING_POINTS points a unit of
+ * weight, the same on every gateway that has the same peers, whatever
+ * their order.
+ */
+
+#define OIP_RING_POINTS      160
+
+typedef struct {
+    const uint8_t         *name;       /* "10.0.0.1:8000" */
+    size_t                 len;
+    unsigned               weight;
+} oip_ring_peer_t;
+
+typedef struct {
+    uint32_t               hash;
+    uint32_t               peer;       /* an index into the peers given */
+} oip_ring_point_t;
+
+typedef struct {
+    oip_ring_point_t      *points;     /* by hash */
+    size_t                 n;
+} oip_ring_t;
+
+/* the ring: 0, or -1 when memory ran out; no peers, no points */
+int oip_ring_build(oip_ring_t *ring, const oip_alloc_t *a,
+    const oip_ring_peer_t *peers, size_t npeers);
+
+/* a key's hash: its CRC-32 (nginx's ngx_crc32_long()) */
+uint32_t oip_ring_hash(const uint8_t *key, size_t len);
+
+/* the index of the first point at or after hash, round the ring */
+size_t oip_ring_find(const oip_ring_t *ring, uint32_t hash);
+
+
 #endif /* _OIP_CODEC_H_INCLUDED_ */

@@ -18,9 +18,6 @@
 #include "ngx_http_oip_module.h"
 
 
-/* ring points per unit of weight, as nginx's hash ... consistent */
-#define NGX_HTTP_OIP_SEQ_POINTS   160
-
 #define NGX_HTTP_OIP_SEQ_PINNED   1
 #define NGX_HTTP_OIP_SEQ_LOST     2
 
@@ -29,17 +26,11 @@
 #define NGX_HTTP_OIP_SEQ_SCAN     16
 
 
-typedef struct {
-    uint32_t                           hash;
-    ngx_str_t                         *name;
-} ngx_http_oip_seq_point_t;
-
-
 struct ngx_http_oip_seq_conf_s {
     ngx_shm_zone_t                    *zone;
     ngx_msec_t                         idle;
-    ngx_uint_t                         npoints;
-    ngx_http_oip_seq_point_t          *points;
+    oip_ring_t                         ring;    /* the codec's */
+    ngx_str_t                        **names;   /* its peers' */
 };
 
 
@@ -88,8 +79,6 @@ static ngx_int_t ngx_http_oip_seq_init_zone(ngx_shm_zone_t *shm_zone,
     void *data);
 static ngx_int_t ngx_http_oip_seq_init(ngx_conf_t *cf,
     ngx_http_upstream_srv_conf_t *us);
-static int ngx_libc_cdecl ngx_http_oip_seq_cmp(const void *one,
-    const void *two);
 static ngx_int_t ngx_http_oip_seq_init_peer(ngx_http_request_t *r,
     ngx_http_upstream_srv_conf_t *us);
 static ngx_int_t ngx_http_oip_seq_key(ngx_http_request_t *r,
@@ -305,23 +294,21 @@ ngx_http_oip_seq_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 
 
 /*
- * The ring, from the peers' addresses (not the server's name, which may
- * stand for several): each gets 160 points a unit of weight, the hash
- * of "address PREV_HASH" as nginx's own consistent hash does it, so
- * that every gateway with the same servers builds the same ring.
+ * The ring (oip_ring.c), from the peers' addresses, not the server's
+ * name, which may stand for several: each gateway with the same servers
+ * builds the same ring.
  */
 
 static ngx_int_t
 ngx_http_oip_seq_init(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
 {
-    uint32_t                       hash, prev;
-    ngx_uint_t                     n, i, j;
+    ngx_uint_t                     i, n;
+    oip_alloc_t                    alloc;
+    oip_ring_peer_t               *rp;
     ngx_http_oip_srv_conf_t       *oscf;
     ngx_http_oip_seq_conf_t       *sc;
-    ngx_http_oip_seq_point_t      *points;
     ngx_http_upstream_rr_peer_t   *peer;
     ngx_http_upstream_rr_peers_t  *peers;
-    u_char                         buf[4];
 
     if (ngx_http_upstream_init_round_robin(cf, us) != NGX_OK) {
         return NGX_ERROR;
@@ -333,64 +320,36 @@ ngx_http_oip_seq_init(ngx_conf_t *cf, ngx_http_upstream_srv_conf_t *us)
     sc = oscf->sequence;
 
     peers = us->peer.data;
-    n = peers->total_weight * NGX_HTTP_OIP_SEQ_POINTS;
 
-    points = ngx_palloc(cf->pool, n * sizeof(ngx_http_oip_seq_point_t));
-    if (points == NULL) {
+    rp = ngx_palloc(cf->pool, peers->number * sizeof(oip_ring_peer_t));
+    sc->names = ngx_palloc(cf->pool, peers->number * sizeof(ngx_str_t *));
+
+    if (rp == NULL || sc->names == NULL) {
         return NGX_ERROR;
     }
 
-    i = 0;
-
-    for (peer = peers->peer; peer; peer = peer->next) {
-        prev = 0;
-
-        for (j = 0; j < (ngx_uint_t) peer->weight * NGX_HTTP_OIP_SEQ_POINTS;
-             j++)
-        {
-            buf[0] = (u_char) (prev & 0xff);
-            buf[1] = (u_char) ((prev >> 8) & 0xff);
-            buf[2] = (u_char) ((prev >> 16) & 0xff);
-            buf[3] = (u_char) ((prev >> 24) & 0xff);
-
-            ngx_crc32_init(hash);
-            ngx_crc32_update(&hash, peer->name.data, peer->name.len);
-            ngx_crc32_update(&hash, buf, 4);
-            ngx_crc32_final(hash);
-
-            points[i].hash = hash;
-            points[i].name = &peer->name;
-            i++;
-
-            prev = hash;
-        }
+    for (peer = peers->peer, n = 0; peer && n < peers->number;
+         peer = peer->next, n++)
+    {
+        rp[n].name = peer->name.data;
+        rp[n].len = peer->name.len;
+        rp[n].weight = (unsigned) peer->weight;
+        sc->names[n] = &peer->name;
     }
 
-    /* ties broken by the name: the same order on every gateway */
-    ngx_qsort(points, i, sizeof(ngx_http_oip_seq_point_t),
-              ngx_http_oip_seq_cmp);
+    ngx_http_oip_pool_allocator(cf->pool, &alloc);
 
-    sc->points = points;
-    sc->npoints = i;
+    if (oip_ring_build(&sc->ring, &alloc, rp, n) != 0) {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; i < n; i++) {
+        ngx_log_debug2(NGX_LOG_DEBUG_HTTP, cf->log, 0,
+                       "oip: sequence ring: %V, weight %ui",
+                       sc->names[i], (ngx_uint_t) rp[i].weight);
+    }
 
     return NGX_OK;
-}
-
-
-static int ngx_libc_cdecl
-ngx_http_oip_seq_cmp(const void *one, const void *two)
-{
-    const ngx_http_oip_seq_point_t  *a = one, *b = two;
-
-    if (a->hash != b->hash) {
-        return (a->hash < b->hash) ? -1 : 1;
-    }
-
-    if (a->name->len != b->name->len) {
-        return (a->name->len < b->name->len) ? -1 : 1;
-    }
-
-    return ngx_memcmp(a->name->data, b->name->data, a->name->len);
 }
 
 
@@ -525,7 +484,7 @@ ngx_http_oip_seq_key(ngx_http_request_t *r, ngx_http_oip_seq_peer_t *sp)
         sp->key.len = 65535;
     }
 
-    sp->hash = ngx_crc32_long(sp->key.data, sp->key.len);
+    sp->hash = oip_ring_hash(sp->key.data, sp->key.len);
 
     return NGX_OK;
 }
@@ -613,7 +572,7 @@ static ngx_http_upstream_rr_peer_t *
 ngx_http_oip_seq_place(ngx_http_oip_seq_peer_t *sp)
 {
     ngx_str_t                     *name;
-    ngx_uint_t                     i, k, lo, hi, n;
+    ngx_uint_t                     i, start, n;
     ngx_http_oip_seq_conf_t       *sc;
     ngx_http_oip_seq_node_t       *node;
     ngx_http_oip_seq_zone_t       *z;
@@ -621,28 +580,13 @@ ngx_http_oip_seq_place(ngx_http_oip_seq_peer_t *sp)
 
     sc = sp->conf;
 
-    /* the first point at or after the key's hash */
-
-    lo = 0;
-    hi = sc->npoints;
-
-    while (lo < hi) {
-        k = (lo + hi) / 2;
-
-        if (sc->points[k].hash < sp->hash) {
-            lo = k + 1;
-
-        } else {
-            hi = k;
-        }
-    }
-
+    start = oip_ring_find(&sc->ring, sp->hash);
     peer = NULL;
 
     ngx_http_upstream_rr_peers_rlock(sp->rrp.peers);
 
-    for (i = 0; i < sc->npoints; i++) {
-        name = sc->points[(lo + i) % sc->npoints].name;
+    for (i = 0; i < sc->ring.n; i++) {
+        name = sc->names[sc->ring.points[(start + i) % sc->ring.n].peer];
 
         peer = ngx_http_oip_seq_find(sp, name->data, name->len, &n);
 
