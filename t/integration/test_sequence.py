@@ -54,6 +54,7 @@ def doc(sid=None, start=False, end=False, n=0):
 
 
 def upstream(ports, zone="seq", extra=""):
+    """An upstream block of the runtimes, balanced by oip_sequence."""
     return """
         upstream runtimes {
             oip_sequence zone=%s:1m%s;
@@ -163,6 +164,92 @@ class Sequences(Base):
         self.assertEqual(sorted(where), ['"7"', "7"])
         for runtimes in where.values():
             self.assertEqual(len(runtimes), 1)
+
+
+class Transports(Base):
+    """HTTP/2 clients, and gRPC runtimes behind grpc_pass."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rts = [cls.start_runtime() for _ in range(2)]
+        # every call of the test kept (16 by default)
+        cls.grpcs = [cls.start_grpc_runtime(["--keep", "64"])
+                     for _ in range(2)]
+        http = (upstream([rt.port for rt in cls.rts])
+                + upstream([g.port for g in cls.grpcs], zone="gseq")
+                .replace("upstream runtimes", "upstream grpcs")
+                ).replace("{", "{{").replace("}", "}}") + LOG
+        cls.ngx = cls.start_nginx(SERVER + """
+        location /g/ {{
+            oip on;
+            oip_upstream_protocol grpc;
+            grpc_pass grpc://grpcs;
+        }}""", http=http, workers=2)
+
+    def test_http2_clients(self):
+        for sid in range(1, 11):
+            for k in range(4):
+                st, out = self.ngx.curl(
+                    "-X", "POST", "--data-binary", "@-",
+                    "{base}" + URI, h2=(k % 2 == 1),
+                    data=doc(sid, k == 0, k == 3, k).encode())
+                self.assertEqual(st, 200, out)
+        where, _ = self.seen(self.rts)
+        self.assertEqual(len(where), 10)
+        for runtimes in where.values():
+            self.assertEqual(len(runtimes), 1)
+
+    def test_grpc_runtimes(self):
+        ins = [{"name": n, "datatype": "INT32", "shape": [1, 16],
+                "data": [1] * 16} for n in ("INPUT0", "INPUT1")]
+        for g in self.grpcs:
+            g.hook("POST", "/_test/reset")
+        for sid in list(range(1, 9)) + ["g%d" % i for i in range(8)]:
+            for k in range(3):
+                st, _, out = self.ngx.post(
+                    "/g/v2/models/simple/infer",
+                    json.dumps({"inputs": ins, "parameters": {
+                        "sequence_id": sid, "sequence_start": k == 0,
+                        "sequence_end": k == 2}}))
+                self.assertEqual(st, 200, out)
+        where = {}
+        for i, g in enumerate(self.grpcs):
+            for call in g.received():
+                p = call.get("parameters") or {}
+                if "sequence_id" in p:
+                    where.setdefault(json.dumps(p["sequence_id"]["value"]),
+                                     set()).add(i)
+        self.assertEqual(len(where), 16)
+        for runtimes in where.values():
+            self.assertEqual(len(runtimes), 1)
+        self.assertEqual(set().union(*where.values()), {0, 1})
+
+
+class Evicted(Base):
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rts = [cls.start_runtime() for _ in range(2)]
+        http = (upstream([rt.port for rt in cls.rts]).replace("1m", "32k")
+                .replace("{", "{{").replace("}", "}}") + LOG
+                + "oip_metrics_zone zone=metrics:1m;")
+        cls.ngx = cls.start_nginx(SERVER + """
+        location = /metrics {{ oip_metrics; }}""", http=http, workers=2)
+
+    @heavy
+    def test_full_zone_evicts(self):
+        """A 32 KB zone and 600 live sequences: every request answered,
+        the least recently used pins evicted, said and counted."""
+        for sid in range(600):
+            st, _, out = self.ngx.post(URI, doc("sequence-%04d" % sid, True))
+            self.assertEqual(st, 200, out)
+        st, _, text = self.ngx.request("GET", "/metrics")
+        m = re.search(r'oip_sequences_total\{model="identity",'
+                      r'end="evicted"\} (\d+)', text.decode())
+        self.assertTrue(m, text)
+        self.assertGreater(int(m.group(1)), 100)
+        self.assertIn("oip: sequence zone is full: the pin of",
+                      self.ngx.log())
 
 
 class Reload(Base):
