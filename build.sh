@@ -256,6 +256,9 @@ do_bench() {
     phase "priorities: high-priority latency under a low-priority flood"
     "$PY" "$ROOT/t/bench/bench_priority.py" || rc=1
 
+    phase "stateful sequences: two gateways, runtimes reloaded and killed"
+    "$PY" "$ROOT/t/bench/bench_sequence.py" || rc=1
+
     phase "instructions a 1 KB request costs (callgrind, about 15 minutes)"
     "$PY" "$ROOT/t/bench/bench_instructions.py" || rc=1
 

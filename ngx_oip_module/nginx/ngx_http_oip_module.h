@@ -175,6 +175,8 @@ typedef struct {
     size_t                 deadline_len;
     unsigned               deadline_pb:1;
 
+    void                  *sequence;    /* the balancer's data for it
+                                           (sequence.c), or NULL */
     unsigned               sequence_lost:1; /* its runtime is gone */
     unsigned               refetched:1; /* no second refetch */
     unsigned               misfit:1;    /* refused by the signature */

@@ -20,6 +20,7 @@
 
 #define NGX_HTTP_OIP_SEQ_PINNED   1
 #define NGX_HTTP_OIP_SEQ_LOST     2
+#define NGX_HTTP_OIP_SEQ_UNPIN    3     /* to mark(): gone, not ended */
 
 /* how many of the least recently used a full zone looks at for one that
  * is idle or lost before it evicts a live pin */
@@ -72,6 +73,7 @@ typedef struct {
     u_char                             peer[NGX_SOCKADDR_STRLEN];
     size_t                             peer_len;   /* pinned to it */
     unsigned                           lost:1;
+    unsigned                           placed:1;   /* by this request */
 } ngx_http_oip_seq_peer_t;
 
 
@@ -395,6 +397,10 @@ ngx_http_oip_seq_init_peer(ngx_http_request_t *r,
         return NGX_ERROR;
     }
 
+    /* found again by the response path: keepalive wraps the peer's
+     * functions and data, so r->upstream->peer cannot tell */
+    sp->ctx->req.sequence = sp;
+
     sp->r = r;
     sp->log = r->connection->log;
     z = sp->conf->zone->data;
@@ -516,6 +522,8 @@ ngx_http_oip_seq_get(ngx_peer_connection_t *pc, void *data)
             return NGX_BUSY;
         }
 
+        sp->placed = 1;
+
         if (sp->lost) {
             return ngx_http_oip_seq_refuse(pc, sp);
         }
@@ -531,6 +539,12 @@ ngx_http_oip_seq_get(ngx_peer_connection_t *pc, void *data)
         ngx_http_upstream_rr_peers_unlock(sp->rrp.peers);
 
         /* down, failing, tried, or gone by a reload: never another */
+
+        ngx_log_error(NGX_LOG_WARN, pc->log, 0,
+                      "oip: sequence \"%V\" of model \"%V\": its runtime "
+                      "%*s is unavailable: the sequence is lost", &sp->key,
+                      &sp->ctx->model, sp->peer_len, sp->peer);
+
         ngx_http_oip_seq_mark(sp, NGX_HTTP_OIP_SEQ_LOST, pc->log);
 
         return ngx_http_oip_seq_refuse(pc, sp);
@@ -694,7 +708,24 @@ ngx_http_oip_seq_free(ngx_peer_connection_t *pc, void *data,
 
     if (sp->key.len && sp->peer_len && !sp->lost) {
 
-        if (state & NGX_PEER_FAILED) {
+        if ((state & NGX_PEER_FAILED) && sp->placed
+            && sp->ctx->vars.sequence_start && !sp->r->upstream->request_sent)
+        {
+            /* a start that never reached its runtime: nothing began
+             * there, so the next try places it anew, the failed peer
+             * excluded (once sent, it may have begun: lost) */
+
+            ngx_log_error(NGX_LOG_WARN, pc->log, 0,
+                          "oip: sequence \"%V\" of model \"%V\": its "
+                          "runtime %*s failed before the start: placed "
+                          "anew", &sp->key, &sp->ctx->model, sp->peer_len,
+                          sp->peer);
+
+            ngx_http_oip_seq_mark(sp, NGX_HTTP_OIP_SEQ_UNPIN, pc->log);
+            sp->peer_len = 0;
+            sp->placed = 0;
+
+        } else if (state & NGX_PEER_FAILED) {
             ngx_log_error(NGX_LOG_WARN, pc->log, 0,
                           "oip: sequence \"%V\" of model \"%V\": its runtime "
                           "%*s failed: the sequence is lost", &sp->key,
@@ -702,6 +733,9 @@ ngx_http_oip_seq_free(ngx_peer_connection_t *pc, void *data,
 
             ngx_http_oip_seq_mark(sp, NGX_HTTP_OIP_SEQ_LOST, pc->log);
             sp->lost = 1;
+
+            /* nginx's 502 for it, when no answer has begun, says so too */
+            sp->ctx->req.sequence_lost = 1;
 
         } else if (sp->ctx->vars.sequence_end) {
             ngx_http_oip_seq_mark(sp, 0, pc->log);
@@ -836,7 +870,8 @@ ngx_http_oip_seq_delete(ngx_http_oip_seq_zone_t *z,
 }
 
 
-/* the request's sequence lost (its tombstone, until idle) or unpinned */
+/* the request's sequence lost (its tombstone, until idle), ended, or
+ * unpinned (NGX_HTTP_OIP_SEQ_UNPIN: a start that reached nothing) */
 
 static void
 ngx_http_oip_seq_mark(ngx_http_oip_seq_peer_t *sp, u_char state,
@@ -860,7 +895,10 @@ ngx_http_oip_seq_mark(ngx_http_oip_seq_peer_t *sp, u_char state,
         node->used = ngx_current_msec;
 
     } else if (node) {
-        ngx_http_oip_seq_count(sp, node, NGX_HTTP_OIP_SEQ_ENDED);
+        if (state != NGX_HTTP_OIP_SEQ_UNPIN) {
+            ngx_http_oip_seq_count(sp, node, NGX_HTTP_OIP_SEQ_ENDED);
+        }
+
         ngx_http_oip_seq_delete(z, node);
 
     } else if (state == NGX_HTTP_OIP_SEQ_LOST) {
@@ -950,19 +988,16 @@ ngx_http_oip_sequence_sum(ngx_shm_zone_t *shm_zone,
 ngx_int_t
 ngx_http_oip_sequence_lose(ngx_http_request_t *r)
 {
+    ngx_http_oip_ctx_t       *ctx;
     ngx_http_oip_seq_peer_t  *sp;
 
-    if (r->upstream == NULL
-        || r->upstream->peer.get != ngx_http_oip_seq_get)
-    {
+    ctx = ngx_http_oip_get_ctx(r);
+
+    if (ctx == NULL || ctx->req.sequence == NULL) {
         return NGX_DECLINED;
     }
 
-    sp = r->upstream->peer.data;
-
-    if (sp->key.len == 0) {
-        return NGX_DECLINED;
-    }
+    sp = ctx->req.sequence;
 
     ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
                   "oip: sequence \"%V\" of model \"%V\": its runtime %*s "

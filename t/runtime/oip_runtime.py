@@ -137,6 +137,11 @@ Test hooks, under /_test/, a path no runtime has (JSON in and out):
                                  default) is released silently; integer
                                  and string ids are distinct.  {"idle": 0}
                                  or DELETE: stateless again
+  GET    /_test/sequence_counts  {"m": {"<id as JSON>": n}}: per model, the
+                                 infer requests of each sequence id it
+                                 served (a stateful model's refusals not
+                                 counted), all of them (POST /_test/reset
+                                 clears them)
   GET    /_test/arrivals         {"m": [{"id", "parameters"}]}: per model,
                                  the last 256 valid infer requests in the
                                  order they were read, each with its id
@@ -573,6 +578,7 @@ class Runtime:
             self.counts = {"meta": {}, "infer": {}}
             self.services = {}
             self.arrivals = {}
+            self.sequence_counts = {}
             self.sequences = {}      # model: {"idle": S, "active": {}}
         self.reset_marks()
 
@@ -980,11 +986,17 @@ class Runtime:
             flight.parsed(tensors)
         model.check_inputs(model_name, tensors)
         with self.lock:
+            params = (req or {}).get("parameters")
             self.arrivals.setdefault(
                 model_name, collections.deque(maxlen=256)).append(
-                {"id": (req or {}).get("id"),
-                 "parameters": (req or {}).get("parameters")})
+                {"id": (req or {}).get("id"), "parameters": params})
         self.sequence(model_name, req or {})
+        sid = params.get("sequence_id") if isinstance(params, dict) else None
+        if sid is not None:
+            with self.lock:
+                counts = self.sequence_counts.setdefault(model_name, {})
+                key = json.dumps(sid)
+                counts[key] = counts.get(key, 0) + 1
         try:
             with self.instance(model_name, flight):
                 results = {t.name: t for t in model.run(tensors)}
@@ -1332,6 +1344,11 @@ class Handler(BaseHTTPRequestHandler):
                              "now": v["now"], "served": v["served"]}
                          for m, v in runtime.highwater.items()}
             return self.json_reply(200, marks)
+        if self.command == "GET" and parts == ["sequence_counts"]:
+            with runtime.lock:
+                counts = {m: dict(v)
+                          for m, v in runtime.sequence_counts.items()}
+            return self.json_reply(200, counts)
         if self.command == "GET" and parts == ["arrivals"]:
             with runtime.lock:
                 arrivals = {m: list(v) for m, v in runtime.arrivals.items()}
