@@ -17,6 +17,10 @@ Contenders, as bench_e2e.py's, in front of its upstream nginx:
     grpc      binary's conversion, then a ModelInfer call (grpc_pass)
     admit     keep, with oip_admit's budget never reached: a share taken
               and given back under the zone's lock (issue 27)
+    hash      keep, a request of a sequence (its id in the parameters),
+              balanced by nginx's hash $oip_model$key consistent
+    sequence  the same, balanced by oip_sequence: its pin looked up in
+              the zone (issue 29; stated, no target)
 
     bench_instructions.py [N [R]]      (N: 100, R: 3)
     OIP_BENCH_ROWS=grpc,keep bench_instructions.py    some rows only
@@ -57,6 +61,10 @@ BEFORE = {"plain": 24897, "keep": 42614, "binary": 58336, "grpc": 86098}
 # the counts of 6e4e06d, before issue 28's priorities and deadlines
 BEFORE_28 = {"keep": 42946, "grpc": 74002, "admit": 43810}
 
+SEQ_PASS = """proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_pass http://seqs;"""
+
 ROWS = [
     ("plain", "", PROXY_PASS, ""),
     ("keep", "oip on;", PROXY_PASS, ""),
@@ -65,7 +73,28 @@ ROWS = [
      "grpc_pass grpc://grpc_backend;", GRPC_HTTP),
     ("admit", "oip on; oip_admit zone=adm concurrency=100000;", PROXY_PASS,
      "oip_admission_zone zone=adm:1m;"),
+    # a request of a pinned sequence, balanced by nginx's own consistent
+    # hash (docs/directives.md's map) and by oip_sequence (issue 29)
+    ("hash", "oip on;", SEQ_PASS, """
+    map $oip_sequence_id $seq_key {
+        ""      $request_id;
+        default $oip_sequence_id;
+    }
+    upstream seqs {
+        hash $oip_model$seq_key consistent;
+        server 127.0.0.1:@UP@;
+        keepalive 32;
+    }"""),
+    ("sequence", "oip on;", SEQ_PASS, """
+    upstream seqs {
+        oip_sequence zone=seq:1m;
+        server 127.0.0.1:@UP@;
+        keepalive 32;
+    }"""),
 ]
+
+# the rows whose requests carry a sequence id
+SEQUENCE_ROWS = ("hash", "sequence")
 
 
 def count(conf, port, body, n):
@@ -110,6 +139,7 @@ def main():
     with open(os.path.join(work, "answer.grpc"), "wb") as f:
         f.write(grpc_answer())
     body = fp32_json(1024, 1)
+    seq_body = b'{"parameters":{"sequence_id":4242},' + body[1:]
     up = Server("upstream", UPSTREAM_CONF, answer=ANSWER, metadata=METADATA,
                 grpc_port=free_port(), grpc_dir=work, port2=free_port())
     results = {}
@@ -123,9 +153,11 @@ def main():
                 main="load_module %s;" % MODULE if location else "",
                 dir="@DIR@", port=port, up=up.port, location=location,
                 upstream_pass=passing, server="",
-                http=http.replace("@GRPC@", str(up.subst["grpc_port"])))
+                http=http.replace("@GRPC@", str(up.subst["grpc_port"]))
+                .replace("@UP@", str(up.port)))
+            b = seq_body if key in SEQUENCE_ROWS else body
             results[key] = min(
-                (count(conf, port, body, 2 * n) - count(conf, port, body, n))
+                (count(conf, port, b, 2 * n) - count(conf, port, b, n))
                 / n for _ in range(rounds))
             print("%-8s %10.0f instructions a request%s"
                   % (key, results[key],
@@ -153,6 +185,10 @@ def main():
         held &= ok
         print("target: %-6s / 6e4e06d's <= 1.01: %.3f %s"
               % (key, ratio, "held" if ok else "MISSED"))
+    if "sequence" in results and "hash" in results:
+        print("stated: sequence - hash, a pinned sequence's request: %+.0f "
+              "instructions (no target)"
+              % (results["sequence"] - results["hash"]))
     if "admit" in results and "keep" in results:
         added = results["admit"] - results["keep"]
         ok = added <= 1500

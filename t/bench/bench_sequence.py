@@ -58,7 +58,8 @@ from oiptest import MODULE, Nginx, Runtime, free_port, wait_for
 
 SEQUENCES = int(os.environ.get("OIP_SEQ_SEQUENCES", "200"))
 REQUESTS = int(os.environ.get("OIP_SEQ_REQUESTS", "20"))
-KINDS = os.environ.get("OIP_SEQ_KINDS", "steady,reload,kill").split(",")
+KINDS = [k for k in os.environ.get("OIP_SEQ_KINDS",
+                                   "steady,reload,kill").split(",") if k]
 MODEL = "identity"
 URI = "/v2/models/%s/infer" % MODEL
 LOST = ("sequence %s of model identity: its runtime is unavailable; start "
