@@ -438,6 +438,21 @@ class Stateful(Base):
         self.assertRegex(self.ngx.log(), r"\[warn\].*oip: sequence .* does "
                          r"not know it: the sequence is lost")
 
+    def test_state_kept(self):
+        """The runtimes accumulate each sequence's inputs: the answers'
+        running sums say that every request reached the same state."""
+        sums = []
+        for k, v in enumerate((1, 2, 3, 4)):
+            req = {"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                               "shape": [1], "data": [v]}],
+                   "parameters": {"sequence_id": "acc", "sequence_start":
+                                  k == 0, "sequence_end": k == 3}}
+            st, _, out = self.ngx.post(("/pass" if k % 2 else "") + URI,
+                                       json.dumps(req))
+            self.assertEqual(st, 200, out)
+            sums.append(json.loads(out)["outputs"][0]["data"][0])
+        self.assertEqual(sums, [1, 3, 6, 10])
+
     def test_runtime_words_elsewhere(self):
         """Without oip_sequence the runtime's 400 stays its own."""
         msg = self.assertJSONError(self.ngx.post("/direct" + URI,

@@ -132,7 +132,10 @@ Test hooks, under /_test/, a path no runtime has (JSON in and out):
                                  specify the START flag on the first
                                  request of the sequence"); a start (again)
                                  begins it, an end ends it after the
-                                 answer; a sequence idle S seconds (Triton's
+                                 answer; each FP32 output is the running
+                                 sum of its values over the sequence (an
+                                 accumulator); a sequence idle S seconds
+                                 (Triton's
                                  max_sequence_idle_microseconds, 1 s by
                                  default) is released silently; integer
                                  and string ids are distinct.  {"idle": 0}
@@ -639,11 +642,13 @@ class Runtime:
     def sequence(self, name, req):
         """Triton's sequence batcher for a stateful model (PUT
         /_test/sequences/{m}): its id checked, a sequence begun, found,
-        ended, or released when idle; refusals in Triton's words."""
+        ended, or released when idle; refusals in Triton's words.  Its
+        state (a dict, for accumulate()), or None for a stateless
+        model."""
         with self.lock:
             seq = self.sequences.get(name)
             if seq is None:
-                return
+                return None
             params = req.get("parameters") or {}
             sid = params.get("sequence_id", 0)
             if sid == 0 or sid == "":
@@ -653,20 +658,38 @@ class Runtime:
             key = (type(sid).__name__, sid)
             now = time.time()
             active = seq["active"]
-            for k in [k for k, t in active.items()
-                      if now - t > seq["idle"]]:
+            for k in [k for k, st in active.items()
+                      if now - st["used"] > seq["idle"]]:
                 del active[k]
             if params.get("sequence_start") is True:
-                active[key] = now
+                active[key] = {"used": now, "sum": None}
             elif key not in active:
                 raise InferError("inference request for sequence %s to "
                                  "model '%s' must specify the START flag "
                                  "on the first request of the sequence"
                                  % (sid, name))
-            else:
-                active[key] = now
+            state = active[key]
+            state["used"] = now
             if params.get("sequence_end") is True:
                 del active[key]
+            return state
+
+    @staticmethod
+    def accumulate(state, results):
+        """A stateful model's answer: each FP32 output the running sum of
+        its values over the sequence (an accumulator, as Triton's
+        sequence examples), so that a sequence split between runtimes
+        shows in its answers."""
+        for name, t in results.items():
+            if t.datatype != "FP32":
+                continue
+            values = t.values()
+            acc = state["sum"] if state["sum"] and len(state["sum"]) == \
+                len(values) else [0.0] * len(values)
+            acc = [a + v for a, v in zip(acc, values)]
+            state["sum"] = acc
+            results[name] = Tensor(t.name, t.datatype, t.shape,
+                                   struct.pack("<%df" % len(acc), *acc))
 
     def count(self, kind, key):
         with self.lock:
@@ -990,7 +1013,7 @@ class Runtime:
             self.arrivals.setdefault(
                 model_name, collections.deque(maxlen=256)).append(
                 {"id": (req or {}).get("id"), "parameters": params})
-        self.sequence(model_name, req or {})
+        state = self.sequence(model_name, req or {})
         sid = params.get("sequence_id") if isinstance(params, dict) else None
         if sid is not None:
             with self.lock:
@@ -1000,6 +1023,8 @@ class Runtime:
         try:
             with self.instance(model_name, flight):
                 results = {t.name: t for t in model.run(tensors)}
+                if state is not None:
+                    self.accumulate(state, results)
         except QueueFull:
             # core's scheduler_utils.cc: UNAVAILABLE, the HTTP front's 503
             ident = req.get("id") if isinstance(req.get("id"), str) else ""
