@@ -251,50 +251,35 @@ ngx_http_oip_metrics_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 {
     ngx_http_oip_mzone_t  *oz = data;
 
-    size_t                 size;
+    ngx_int_t              rc;
     ngx_http_oip_mzone_t  *z;
 
     z = shm_zone->data;
 
-    if (oz) {
-        if (oz->models != z->models) {
-            /*
-             * The old workers count into the old blocks until they end:
-             * they cannot be freed or reshaped under them.
-             */
-            ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
-                          "oip_metrics_zone \"%V\": models= changed from "
-                          "%ui to %ui: give the zone another size or name",
-                          &shm_zone->shm.name, oz->models, z->models);
-            return NGX_ERROR;
-        }
+    /*
+     * The old workers count into the old blocks until they end: they
+     * cannot be freed or reshaped under them.
+     */
 
-        z->sh = oz->sh;
-        z->shpool = oz->shpool;
-        return NGX_OK;
-    }
-
-    z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (shm_zone->shm.exists) {
-        z->sh = z->shpool->data;
-        return NGX_OK;
-    }
-
-    size = sizeof(ngx_http_oip_msh_t)
-           + z->models * sizeof(ngx_http_oip_mslot_t);
-
-    z->sh = ngx_slab_calloc(z->shpool, size);
-    if (z->sh == NULL) {
+    if (oz && oz->models != z->models) {
+        ngx_log_error(NGX_LOG_EMERG, shm_zone->shm.log, 0,
+                      "oip_metrics_zone \"%V\": models= changed from %ui "
+                      "to %ui: give the zone another size or name",
+                      &shm_zone->shm.name, oz->models, z->models);
         return NGX_ERROR;
+    }
+
+    rc = ngx_http_oip_zone_header(shm_zone, data,
+                                  sizeof(ngx_http_oip_msh_t)
+                                  + z->models * sizeof(ngx_http_oip_mslot_t));
+    if (rc != NGX_DONE) {
+        return rc;
     }
 
     z->sh->nslots = 1;
     z->sh->slot[0].ready = 1;
     z->sh->slot[0].len = sizeof("_other") - 1;
     ngx_memcpy(z->sh->slot[0].name, "_other", sizeof("_other") - 1);
-
-    z->shpool->data = z->sh;
 
     return NGX_OK;
 }

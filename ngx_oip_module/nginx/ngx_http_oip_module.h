@@ -413,6 +413,16 @@ ngx_int_t ngx_http_oip_fail(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 ngx_uint_t ngx_http_oip_reason(ngx_http_oip_ctx_t *ctx, ngx_uint_t status);
 char *ngx_http_oip_zone_arg(ngx_conf_t *cf, ngx_str_t *arg, ngx_str_t *name,
     ssize_t *size);
+
+/* how every zone's own data begins (signatures, metrics, admission,
+ * sequences): its header in the slab, and the slab */
+typedef struct {
+    void                  *sh;
+    ngx_slab_pool_t       *shpool;
+} ngx_http_oip_zone_t;
+
+ngx_int_t ngx_http_oip_zone_header(ngx_shm_zone_t *shm_zone, void *data,
+    size_t size);
 void ngx_http_oip_allocator(ngx_http_request_t *r, oip_alloc_t *alloc);
 void ngx_http_oip_pool_allocator(ngx_pool_t *pool, oip_alloc_t *alloc);
 

@@ -259,31 +259,16 @@ invalid:
 static ngx_int_t
 ngx_http_oip_seq_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 {
-    ngx_http_oip_seq_zone_t  *oz = data;
-
+    ngx_int_t                 rc;
     ngx_http_oip_seq_zone_t  *z;
 
+    rc = ngx_http_oip_zone_header(shm_zone, data,
+                                  sizeof(ngx_http_oip_seq_sh_t));
+    if (rc != NGX_DONE) {
+        return rc;
+    }
+
     z = shm_zone->data;
-
-    if (oz) {
-        z->sh = oz->sh;
-        z->shpool = oz->shpool;
-        return NGX_OK;
-    }
-
-    z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (shm_zone->shm.exists) {
-        z->sh = z->shpool->data;
-        return NGX_OK;
-    }
-
-    z->sh = ngx_slab_calloc(z->shpool, sizeof(ngx_http_oip_seq_sh_t));
-    if (z->sh == NULL) {
-        return NGX_ERROR;
-    }
-
-    z->shpool->data = z->sh;
 
     ngx_rbtree_init(&z->sh->rbtree, &z->sh->sentinel,
                     ngx_str_rbtree_insert_value);

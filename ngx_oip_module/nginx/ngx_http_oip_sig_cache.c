@@ -165,32 +165,17 @@ ngx_http_oip_signature_zone(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 static ngx_int_t
 ngx_http_oip_sig_init_zone(ngx_shm_zone_t *shm_zone, void *data)
 {
-    ngx_http_oip_sig_zone_t  *oz = data;
-
     size_t                    len;
+    ngx_int_t                 rc;
     ngx_http_oip_sig_zone_t  *z;
 
+    rc = ngx_http_oip_zone_header(shm_zone, data,
+                                  sizeof(ngx_http_oip_sig_shctx_t));
+    if (rc != NGX_DONE) {
+        return rc;
+    }
+
     z = shm_zone->data;
-
-    if (oz) {
-        z->sh = oz->sh;
-        z->shpool = oz->shpool;
-        return NGX_OK;
-    }
-
-    z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
-
-    if (shm_zone->shm.exists) {
-        z->sh = z->shpool->data;
-        return NGX_OK;
-    }
-
-    z->sh = ngx_slab_alloc(z->shpool, sizeof(ngx_http_oip_sig_shctx_t));
-    if (z->sh == NULL) {
-        return NGX_ERROR;
-    }
-
-    z->shpool->data = z->sh;
 
     ngx_rbtree_init(&z->sh->rbtree, &z->sh->sentinel,
                     ngx_http_oip_sig_insert);

@@ -344,6 +344,45 @@ ngx_http_oip_usec(void)
 }
 
 
+/*
+ * A zone's header, when nginx makes the zone: the old cycle's on a
+ * reload, or the one there already (NGX_OK both), or a new one of size,
+ * zeroed (NGX_DONE: the caller sets it up).  data is the old cycle's
+ * zone data; each zone's own begins as ngx_http_oip_zone_t.
+ */
+
+ngx_int_t
+ngx_http_oip_zone_header(ngx_shm_zone_t *shm_zone, void *data, size_t size)
+{
+    ngx_http_oip_zone_t  *z, *oz;
+
+    z = shm_zone->data;
+    oz = data;
+
+    if (oz) {
+        z->sh = oz->sh;
+        z->shpool = oz->shpool;
+        return NGX_OK;
+    }
+
+    z->shpool = (ngx_slab_pool_t *) shm_zone->shm.addr;
+
+    if (shm_zone->shm.exists) {
+        z->sh = z->shpool->data;
+        return NGX_OK;
+    }
+
+    z->sh = ngx_slab_calloc(z->shpool, size);
+    if (z->sh == NULL) {
+        return NGX_ERROR;
+    }
+
+    z->shpool->data = z->sh;
+
+    return NGX_DONE;
+}
+
+
 /* when its request line came, in the same clock: a client's deadline */
 
 uint64_t

@@ -595,8 +595,11 @@ class RuntimeOverload(GatewayTestCase):
     def test_triton_queue_full(self):
         for path in ("rewrite", "pass"):
             with self.subTest(path=path):
+                # held while a third comes through nginx (slower under
+                # valgrind)
                 self.hooks.call("PUT", "service/om", {
-                    "seconds": 1.0, "instances": 1, "max_queue": 1})
+                    "seconds": 0.4 * min(SLOW, 2.5), "instances": 1,
+                    "max_queue": 1})
                 self.hooks.call("POST", "highwater/reset")
                 held = [threading.Thread(target=self.post, args=(path,))
                         for _ in range(2)]
