@@ -28,6 +28,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -37,8 +38,10 @@ import yaml
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from oiptest import (MODULE, ROOT, GatewayTestCase, Nginx, free_port,
-                     run_tests, wait_for)
+                     heavy, run_tests, wait_for)
 from test_examples import nginx_t
+from test_sequence import doc as seq_doc
+from test_signatures import Hooks
 
 DEPLOY = os.path.join(ROOT, "docs", "deploy")
 K8S = os.path.join(DEPLOY, "kubernetes")
@@ -122,8 +125,11 @@ def pod_containers(dep):
 
 
 def gateway_of(dep):
+    """The container that runs nginx: the image's, as the image runs it
+    (another container of the image, with a command, is a helper)."""
     for c in pod_containers(dep):
-        if c["image"].split("/")[-1].startswith("ngx-oip:"):
+        if (c["image"].split("/")[-1].startswith("ngx-oip:")
+                and "command" not in c):
             return c
     raise AssertionError("no gateway container in " + dep["metadata"]["name"])
 
@@ -151,6 +157,23 @@ def gateway_conf(objs, dep):
     return cms[0]["data"]
 
 
+def stateful():
+    """stateful.yaml's objects, Deployment, upstream generator container,
+    its script and its environment."""
+    objs = manifests()["stateful.yaml"]
+    dep = [o for o in objs if o["kind"] == "Deployment"][0]
+    gen = [c for c in pod_containers(dep) if "command" in c][0]
+    path = gen["command"][-1]
+    mount = [m for m in gen["volumeMounts"]
+             if m["mountPath"] == os.path.dirname(path)][0]
+    vol = [v for v in dep["spec"]["template"]["spec"]["volumes"]
+           if v["name"] == mount["name"]][0]
+    cm = [o for o in objs if o["kind"] == "ConfigMap"
+          and o["metadata"]["name"] == vol["configMap"]["name"]][0]
+    env = {e["name"]: e["value"] for e in gen["env"]}
+    return objs, dep, gen, cm["data"][os.path.basename(path)], env
+
+
 class Manifests(unittest.TestCase):
 
     @classmethod
@@ -164,7 +187,8 @@ class Manifests(unittest.TestCase):
     def test_files(self):
         self.assertEqual(sorted(self.files), ["httproute.yaml",
                                               "ingress.yaml", "shared.yaml",
-                                              "sidecar.yaml"])
+                                              "sidecar.yaml",
+                                              "stateful.yaml"])
         for name, objs in self.files.items():
             for o in objs:
                 with self.subTest(file=name, kind=o.get("kind")):
@@ -175,7 +199,7 @@ class Manifests(unittest.TestCase):
 
     def test_deployments(self):
         deps = self.objects("Deployment")
-        self.assertEqual(len(deps), 2)
+        self.assertEqual(len(deps), 3)
         for dep in deps:
             name = dep["metadata"]["name"]
             with self.subTest(deployment=name):
@@ -194,9 +218,15 @@ class Manifests(unittest.TestCase):
                                  "startupProbe"):
                         if kind in c:
                             self.assertLessEqual(set(c[kind]), PROBE_KEYS)
+                            if "exec" in c[kind]:
+                                self.assertTrue(c[kind]["exec"]["command"])
+                                continue
                             self.assertLessEqual(set(c[kind]["httpGet"]),
                                                  HTTPGET_KEYS)
                             port_number(c, c[kind]["httpGet"]["port"])
+                confd = {m["name"] for c in pod_containers(dep)
+                         for m in c.get("volumeMounts", [])
+                         if m["mountPath"] == "/etc/nginx/conf.d"}
                 for v in pod["volumes"]:
                     if "configMap" in v:
                         cm = [o for o in self.objects("ConfigMap")
@@ -205,7 +235,8 @@ class Manifests(unittest.TestCase):
                         self.assertEqual(len(cm), 1, v)
                         # conf.d/*.conf: every key is included
                         for key in cm[0]["data"]:
-                            self.assertTrue(key.endswith(".conf"), key)
+                            if v["name"] in confd:
+                                self.assertTrue(key.endswith(".conf"), key)
 
     def test_gateway_containers(self):
         uid = image_uid()
@@ -265,10 +296,63 @@ class Manifests(unittest.TestCase):
         ports = {str(p["containerPort"]) for p in runtime[0]["ports"]}
         self.assertEqual(upstreams, ports)
 
+    def test_stateful(self):
+        """The generator writes the file the upstream includes, where the
+        gateway reads it, names the headless Service's pods and port, and
+        signals the master whose pid file the image writes."""
+        objs, dep, gen, script, env = stateful()
+        pod = dep["spec"]["template"]["spec"]
+        gw = gateway_of(dep)
+        self.assertIsNot(gen, gw)
+        self.assertTrue(pod["shareProcessNamespace"])
+        # a native sidecar, before nginx, holding it back until the
+        # first list is written
+        self.assertEqual(pod["initContainers"], [gen])
+        self.assertEqual(gen["restartPolicy"], "Always")
+        self.assertEqual(gen["startupProbe"]["exec"]["command"],
+                         ["test", "-s", env["UPSTREAM_FILE"]])
+        # the file, in a volume both mount (the gateway only reads it)
+        conf = "\n".join(gateway_conf(objs, dep).values())
+        ups = re.search(r"upstream (\S+) \{(.*?)\n\}", conf, re.S)
+        self.assertIn("include %s;" % env["UPSTREAM_FILE"], ups.group(2))
+        self.assertIn("oip_sequence zone=", ups.group(2))
+        self.assertEqual(set(re.findall(r"proxy_pass http://(\S+);", conf)),
+                         {ups.group(1)})
+
+        def mount(c, path):
+            m = [m for m in c["volumeMounts"] if m["mountPath"] == path]
+            self.assertEqual(len(m), 1, (c["name"], path))
+            return m[0]
+        d = os.path.dirname(env["UPSTREAM_FILE"])
+        self.assertEqual(mount(gen, d)["name"], mount(gw, d)["name"])
+        self.assertTrue(mount(gw, d).get("readOnly"))
+        self.assertFalse(mount(gen, d).get("readOnly"))
+        pid = re.search(r"^pid\s+(\S+);", IMAGE_CONF, re.M).group(1)
+        self.assertEqual(env["NGINX_PID"], pid)
+        d = os.path.dirname(pid)
+        self.assertEqual(mount(gen, d)["name"], mount(gw, d)["name"])
+        # the same user may signal nginx
+        self.assertEqual(gen["securityContext"]["runAsUser"],
+                         gw["securityContext"]["runAsUser"])
+        # the headless Service of the runtime pods, on their port
+        name, ns = env["RUNTIME_SERVICE"].split(".")[:2]
+        self.assertEqual(env["RUNTIME_SERVICE"],
+                         "%s.%s.svc.cluster.local" % (name, ns))
+        svc = [o for o in objs if o["kind"] == "Service"
+               and o["metadata"]["name"] == name]
+        self.assertEqual(len(svc), 1)
+        self.assertEqual(svc[0]["metadata"]["namespace"], ns)
+        self.assertEqual(svc[0]["spec"]["clusterIP"], "None")
+        self.assertEqual([p["port"] for p in svc[0]["spec"]["ports"]],
+                         [int(env["RUNTIME_PORT"])])
+        self.assertTrue(script.startswith("#!/bin/sh\n"))
+
     def test_services_and_routes(self):
         deps = self.objects("Deployment")
-        services = self.objects("Service")
-        self.assertEqual(len(services), 2)
+        # the gateways' Services; a headless one lists runtime pods
+        services = [s for s in self.objects("Service")
+                    if s["spec"].get("clusterIP") != "None"]
+        self.assertEqual(len(services), 3)
         for svc in services:
             with self.subTest(service=svc["metadata"]["name"]):
                 sel = svc["spec"]["selector"]
@@ -348,13 +432,28 @@ def image_nginx_conf(conf_d, port, admin):
 
 
 def localize(conf, port, rt_port):
-    """The gateway's listen and upstream addresses made this host's."""
+    """The gateway's listen and upstream addresses made this host's
+    (rt_port None: the upstream's servers are in a generated file)."""
     out, n = re.subn(r"listen 8080;", "listen 127.0.0.1:%d;" % port, conf)
     assert n == 1, conf
+    if rt_port is None:
+        return out
     out, n = re.subn(r"(127\.0\.0\.1|[a-z0-9.-]+\.svc\.cluster\.local):8000",
                      "127.0.0.1:%d" % rt_port, out)
     assert n >= 1, conf
     return out
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def replace_once(text, edits):
+    for old, new in edits:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    return text
 
 
 class Run(GatewayTestCase):
@@ -365,21 +464,24 @@ class Run(GatewayTestCase):
     def setUpGateway(cls):
         cls.rt = cls.start_runtime("triton")
 
-    def run_conf(self, confs, rt_port=None, check=True):
+    def run_conf(self, confs, rt_port=None, check=True, generated=False,
+                 edits=()):
         """nginx -t, then nginx, on the image's nginx.conf with CONFS in
-        its conf.d/."""
+        its conf.d/ (generated: their upstreams' servers are included
+        from a file; edits: (old, new) of the image's nginx.conf)."""
         d = tempfile.mkdtemp(prefix="oip-conf.d-")
         self.addCleanup(shutil.rmtree, d, True)
         port, admin = free_port(), free_port()
         for name, text in confs.items():
             with open(os.path.join(d, name), "w") as f:
-                f.write(localize(text, port, rt_port or self.rt.port))
+                f.write(localize(text, port, None if generated
+                                 else rt_port or self.rt.port))
         # the test's own temp paths (the image's are /var/lib/nginx)
         with open(os.path.join(d, "zz-test-paths.conf"), "w") as f:
             f.write("".join("%s_temp_path %s/%s;\n" % (k, d, k) for k in
                             ("client_body", "proxy", "fastcgi", "uwsgi",
                              "scgi")))
-        conf = image_nginx_conf(d, port, admin)
+        conf = replace_once(image_nginx_conf(d, port, admin), edits)
         rc, err = nginx_t(conf.replace("@MODULE@", MODULE)
                           .replace("@DIR@", d), "daemon off;")
         self.assertEqual(rc, 0, err)
@@ -458,6 +560,155 @@ class Run(GatewayTestCase):
         ngx = self.run_conf(gateway_conf(objs, dep))
         self.check_gateway(ngx)
         self.check_probes(ngx, dep)
+
+    @heavy
+    def test_stateful(self):
+        """The stateful gateway as its pod runs it: the generator's own
+        script, asking a DNS of the test's (a getent that lists the
+        headless Service's pods: runtimes on 127.0.0.2, .3 and .4, one
+        port); nginx started once the first list is written, as the
+        startup probe holds it, and reloaded by the script when the list
+        changes.  A pod that comes moves no sequence and takes new ones;
+        a pod that goes loses its own (the documented 503) and no other;
+        no pod at all keeps the last list."""
+        objs, dep, gen, script, env = stateful()
+        d = tempfile.mkdtemp(prefix="oip-stateful-")
+        self.addCleanup(shutil.rmtree, d, True)
+        port = free_port()
+        hosts = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
+        rts = [self.start_runtime(host=h, port=port) for h in hosts]
+        pods = os.path.join(d, "pods")
+
+        def publish(ready):
+            with open(pods + ".new", "w") as f:
+                f.write("".join(h + "\n" for h in ready))
+            os.rename(pods + ".new", pods)
+        publish(hosts[:2])
+        # getent ahosts as glibc prints it: three lines an address
+        os.mkdir(os.path.join(d, "bin"))
+        getent = os.path.join(d, "bin", "getent")
+        with open(getent, "w") as f:
+            f.write("""#!/bin/sh
+[ "$1" = ahosts ] && [ "$2" = "%s" ] || exit 2
+[ -s %s ] || exit 2
+while read -r a; do
+    printf '%%-15s STREAM %%s\\n%%-15s DGRAM  \\n%%-15s RAW    \\n' \\
+        "$a" "$2" "$a" "$a"
+done < %s
+""" % (env["RUNTIME_SERVICE"], pods, pods))
+        os.chmod(getent, 0o755)
+        servers = os.path.join(d, "upstreams",
+                               os.path.basename(env["UPSTREAM_FILE"]))
+        os.mkdir(os.path.dirname(servers))
+        pid = os.path.join(d, "nginx.pid")
+        path = os.path.join(d, "generate-upstream.sh")
+        with open(path, "w") as f:
+            f.write(script)
+        log = os.path.join(d, "generator.log")
+        with open(log, "w") as out:
+            proc = subprocess.Popen(
+                ["/bin/sh", path], stdout=subprocess.DEVNULL, stderr=out,
+                env=dict(os.environ, RUNTIME_SERVICE=env["RUNTIME_SERVICE"],
+                         RUNTIME_PORT=str(port), UPSTREAM_FILE=servers,
+                         NGINX_PID=pid, INTERVAL="0.1",
+                         PATH=os.path.dirname(getent) + ":"
+                         + os.environ["PATH"]))
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+
+        def lines(ready):
+            return "".join("server %s:%d;\n" % (h, port) for h in ready)
+
+        def listed(ready):
+            return wait_for(lambda: os.path.exists(servers)
+                            and read(servers),
+                            lambda text: text == lines(ready))
+        # the startup probe: nginx waits for the first list
+        self.assertEqual(listed(hosts[:2]), lines(hosts[:2]))
+        conf = "\n".join(gateway_conf(objs, dep).values())
+        conf = replace_once(conf, [("include %s;" % env["UPSTREAM_FILE"],
+                                    "include %s;" % servers)])
+        ngx = self.run_conf({"gateway.conf": conf}, generated=True, edits=[
+            ("worker_processes auto;", "worker_processes 2;"),
+            ("pid @DIR@/nginx.pid;", "pid %s;" % pid)])
+
+        def reloads(k):
+            """k reloads done, every old worker gone"""
+            def count():
+                text = ngx.log()
+                return (text.count(": reconfiguring\n"),
+                        text.count(" exited with code "))
+            self.assertEqual(wait_for(count, lambda c: c == (k, 2 * k)),
+                             (k, 2 * k), ngx.log())
+        # a master the generator has not told yet is told once
+        reloads(1)
+
+        def where(i):
+            out = {}
+            for a in Hooks(port, hosts[i]).call("GET",
+                                                "arrivals")["identity"]:
+                sid = a["parameters"]["sequence_id"]
+                out.setdefault(sid, set()).add(i)
+            return out
+
+        def seen(among):
+            out = {}
+            for i in among:
+                for sid, on in where(i).items():
+                    out.setdefault(sid, set()).update(on)
+            return out
+
+        def send(sid, k, start=False, end=False):
+            return ngx.post("/v2/models/identity/infer",
+                            seq_doc(sid, start, end, k))
+        for sid in range(1, 25):
+            st, _, out = send(sid, 0, start=True)
+            self.assertEqual(st, 200, out)
+        before = seen((0, 1))
+        self.assertEqual(set(before), set(range(1, 25)))
+        self.assertEqual({len(v) for v in before.values()}, {1})
+        # a third pod is ready: the list grows, nginx reloads
+        publish(hosts)
+        listed(hosts)
+        reloads(2)
+        for sid in range(1, 25):
+            st, _, out = send(sid, 1)
+            self.assertEqual(st, 200, out)
+        for sid in range(100, 130):
+            st, _, out = send(sid, 0, start=True, end=True)
+            self.assertEqual(st, 200, out)
+        after = seen((0, 1, 2))
+        for sid in range(1, 25):
+            self.assertEqual(after[sid], before[sid], sid)
+        self.assertIn({2}, [after[sid] for sid in range(100, 130)])
+        # the first pod goes: its sequences are lost, the others go on
+        on0 = {sid for sid in range(1, 25) if before[sid] == {0}}
+        self.assertTrue(on0 and len(on0) < 24, before)
+        rts[0].stop()
+        publish(hosts[1:])
+        listed(hosts[1:])
+        reloads(3)
+        for sid in range(1, 25):
+            st, _, out = send(sid, 2, end=True)
+            if sid in on0:
+                self.assertEqual(st, 503, out)
+                self.assertEqual(json.loads(out)["error"],
+                                 "sequence %d of model identity: its "
+                                 "runtime is unavailable; start a new "
+                                 "sequence" % sid)
+            else:
+                self.assertEqual(st, 200, out)
+        last = seen((1, 2))
+        for sid in set(range(1, 25)) - on0:
+            self.assertEqual(last[sid], before[sid], sid)
+        # no ready pod: nginx keeps the last list, and no reload
+        publish([])
+        wait_for(lambda: read(log),
+                 lambda text: "has no ready pod" in text)
+        self.assertEqual(read(servers), lines(hosts[1:]))
+        st, _, out = send(100, 0, start=True, end=True)
+        self.assertEqual(st, 200, out)
+        self.assertEqual(ngx.log().count(": reconfiguring\n"), 3)
 
     def test_image_default(self):
         with open(os.path.join(IMAGE_DIR, "gateway.conf")) as f:

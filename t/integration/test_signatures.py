@@ -66,8 +66,8 @@ def location(name, port, directives, meta_port=None, timeout="2s"):
 class Hooks:
     """The example runtime's /_test/ hooks."""
 
-    def __init__(self, port):
-        self.base = "http://127.0.0.1:%d/_test/" % port
+    def __init__(self, port, host="127.0.0.1"):
+        self.base = "http://%s:%d/_test/" % (host, port)
 
     def call(self, method, path, doc=None):
         data = json.dumps(doc).encode() if doc is not None else None

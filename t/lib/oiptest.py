@@ -100,13 +100,13 @@ def free_port():
     return port
 
 
-def wait_port(port, proc=None, timeout=15):
+def wait_port(port, proc=None, timeout=15, host="127.0.0.1"):
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError("process exited with %s" % proc.returncode)
         try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            socket.create_connection((host, port), 0.2).close()
             return
         except OSError:
             time.sleep(0.05)
@@ -130,13 +130,15 @@ def wait_for(fn, done=bool, timeout=10):
 class Runtime:
     """The example runtime as its own process."""
 
-    def __init__(self, family="triton", args=()):
-        self.port = free_port()
+    def __init__(self, family="triton", args=(), host="127.0.0.1",
+                 port=None):
+        self.host = host
+        self.port = port or free_port()
         self.proc = subprocess.Popen(
-            [PYTHON, RUNTIME, "--port", str(self.port), "--family", family]
-            + list(args),
+            [PYTHON, RUNTIME, "--host", host, "--port", str(self.port),
+             "--family", family] + list(args),
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        wait_port(self.port, self.proc)
+        wait_port(self.port, self.proc, host=host)
 
     def stop(self):
         self.proc.terminate()
@@ -470,8 +472,8 @@ class GatewayTestCase(unittest.TestCase):
             raise
 
     @classmethod
-    def start_runtime(cls, family="triton", args=()):
-        rt = Runtime(family, args)
+    def start_runtime(cls, family="triton", args=(), **kw):
+        rt = Runtime(family, args, **kw)
         cls._stoppers.append(rt.stop)
         return rt
 
