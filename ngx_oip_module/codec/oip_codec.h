@@ -413,6 +413,25 @@ int oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     const oip_options_t *opt, const oip_wish_t *wish, const oip_framing_t *f,
     const uint8_t *body, size_t len);
 
+/* what one message of a stream gives the client */
+
+typedef enum {
+    OIP_EVENT_DATA = 0,                 /* an answer: res->segs */
+    OIP_EVENT_ERROR,                    /* the runtime's error: res->error;
+                                           the stream ends */
+    OIP_EVENT_NONE                      /* an empty final response */
+} oip_event_e;
+
+/*
+ * One framed ModelStreamInferResponse of a ModelStreamInfer call, read:
+ * *ev says what it is; an answer is written as oip_response_process()
+ * writes a ModelInferResponse.  Returns res->status: 0, or 502 for a
+ * message that cannot be read (500 out of memory).
+ */
+int oip_stream_process(oip_result_t *res, const oip_alloc_t *a,
+    const oip_options_t *opt, const oip_wish_t *wish, const uint8_t *body,
+    size_t len, oip_event_e *ev);
+
 /*
  * An upstream's error answer to an infer request, in the protocol's
  * shape.  Returns 0 when the body is {"error": string} already (it goes
@@ -443,7 +462,9 @@ typedef enum {
     OIP_RPC_MODEL_READY,
     OIP_RPC_SERVER_METADATA,
     OIP_RPC_MODEL_METADATA,
-    OIP_RPC_MODEL_INFER
+    OIP_RPC_MODEL_INFER,
+    OIP_RPC_MODEL_STREAM_INFER          /* Triton's: the ModelInferRequest
+                                           of an infer_stream call */
 } oip_rpc_e;
 
 extern const char  *const oip_grpc_paths[];

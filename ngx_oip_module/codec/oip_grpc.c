@@ -19,7 +19,8 @@ const char  *const oip_grpc_paths[] = {
     "/inference.GRPCInferenceService/ModelReady",
     "/inference.GRPCInferenceService/ServerMetadata",
     "/inference.GRPCInferenceService/ModelMetadata",
-    "/inference.GRPCInferenceService/ModelInfer"
+    "/inference.GRPCInferenceService/ModelInfer",
+    "/inference.GRPCInferenceService/ModelStreamInfer"
 };
 
 

@@ -31,6 +31,7 @@ typedef struct {
 } oip_resp_t;
 
 
+static int oip_stream_final(const uint8_t *p, size_t len);
 static int oip_response_envelope(oip_msg_t *m);
 static oip_act_e oip_response_act(oip_msg_t *m, oip_item_t *it);
 static int oip_response_edits(oip_msg_t *m);
@@ -133,6 +134,156 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
              OIP_ERROR_LEN - 20, msg);
 
     return res->status = 502;
+}
+
+
+/*
+ * One message of a ModelStreamInfer call, framed: its error_message
+ * (field 1) is the runtime's word for the request and ends the stream;
+ * its infer_response (field 2) an answer like ModelInfer's, written as
+ * REST; an empty final response (Triton's "triton_final_response" and
+ * no outputs) is no answer.  A message that cannot be read is left to
+ * oip_response_process(), which says why (502).
+ */
+
+int
+oip_stream_process(oip_result_t *res, const oip_alloc_t *a,
+    const oip_options_t *opt, const oip_wish_t *wish, const uint8_t *body,
+    size_t len, oip_event_e *ev)
+{
+    int            rc;
+    size_t         i, n;
+    oip_pbr_t      r;
+    oip_pbf_t      f, error, inner;
+    oip_framing_t  fr;
+
+    memset(&error, 0, sizeof(oip_pbf_t));
+    memset(&inner, 0, sizeof(oip_pbf_t));
+
+    rc = -1;
+
+    if (len >= 5 && body[0] == 0
+        && ((size_t) body[1] << 24 | (size_t) body[2] << 16
+            | (size_t) body[3] << 8 | body[4]) == len - 5)
+    {
+        r.p = body + 5;
+        r.end = body + len;
+
+        while ((rc = oip_pbr_next(&r, &f)) == 1) {
+            if (f.type == OIP_PB_LEN && f.field == 1) {
+                error = f;
+
+            } else if (f.type == OIP_PB_LEN && f.field == 2) {
+                inner = f;
+            }
+        }
+    }
+
+    if (rc == 0 && error.len) {
+        memset(res, 0, sizeof(oip_result_t));
+
+        n = oip_utf8_cut(error.data, error.len, OIP_ERROR_LEN - 1);
+        memcpy(res->error, error.data, n);
+        res->error[n] = '\0';
+        res->reason = oip_error_words(error.data, error.len);
+
+        /* words that C strings can carry, and some */
+
+        for (i = 0; i < n; i++) {
+            if (res->error[i] == '\0') {
+                res->error[i] = ' ';
+            }
+        }
+
+        if (n == 0) {
+            snprintf(res->error, OIP_ERROR_LEN, "the runtime's stream "
+                     "ends with an error it does not say");
+        }
+
+        *ev = OIP_EVENT_ERROR;
+        return 0;
+    }
+
+    if (rc == 0 && oip_stream_final(inner.data, inner.len)) {
+        memset(res, 0, sizeof(oip_result_t));
+        *ev = OIP_EVENT_NONE;
+        return 0;
+    }
+
+    *ev = OIP_EVENT_DATA;
+
+    memset(&fr, 0, sizeof(oip_framing_t));
+    fr.ihcl = -1;
+    fr.protobuf = 1;
+    fr.stream = 1;
+
+    return oip_response_process(res, a, opt, wish, &fr, body, len);
+}
+
+
+/* an infer_response without outputs, flagged triton_final_response */
+
+static int
+oip_stream_final(const uint8_t *p, size_t len)
+{
+    int         final;
+    uint64_t    v;
+    oip_pbr_t   r, e, b;
+    oip_pbf_t   f, k, pv;
+
+    static const char  key[] = "triton_final_response";
+
+    if (p == NULL) {
+        return 0;
+    }
+
+    final = 0;
+    r.p = p;
+    r.end = p + len;
+
+    while (oip_pbr_next(&r, &f) == 1) {
+
+        if (f.field == 5) {
+            return 0;
+        }
+
+        if (f.field != 4 || f.type != OIP_PB_LEN) {
+            continue;
+        }
+
+        /* a map entry: key 1, value 2 (an InferParameter) */
+
+        e.p = f.data;
+        e.end = f.data + f.len;
+        v = 0;
+        k.len = 0;
+        k.data = NULL;
+
+        while (oip_pbr_next(&e, &pv) == 1) {
+            if (pv.field == 1 && pv.type == OIP_PB_LEN) {
+                k = pv;
+
+            } else if (pv.field == 2 && pv.type == OIP_PB_LEN) {
+                b.p = pv.data;
+                b.end = pv.data + pv.len;
+                v = 0;
+
+                while (oip_pbr_next(&b, &pv) == 1) {
+                    if (pv.field == OIP_GP_BOOL
+                        && pv.type == OIP_PB_VARINT)
+                    {
+                        v = pv.v;
+                    }
+                }
+            }
+        }
+
+        if (k.len == sizeof(key) - 1 && memcmp(k.data, key, k.len) == 0) {
+            final = (v != 0);
+        }
+    }
+
+    return final;
 }
 
 

@@ -660,7 +660,10 @@ ngx_http_oip_admission_look(void)
 }
 
 
-/* its answer's headers are here: its upstream's end gives the share back */
+/*
+ * its answer's headers are here: its upstream's end gives the share back,
+ * and says whether its client left first (a stream's too, with no share)
+ */
 
 void
 ngx_http_oip_admission_upstream(ngx_http_request_t *r,
@@ -670,9 +673,7 @@ ngx_http_oip_admission_upstream(ngx_http_request_t *r,
 
     u = r->upstream;
 
-    if (ctx->adm.share == NULL || ctx->adm.finalize || u == NULL
-        || u->finalize_request == NULL)
-    {
+    if (ctx->adm.finalize || u == NULL || u->finalize_request == NULL) {
         return;
     }
 
@@ -688,8 +689,14 @@ ngx_http_oip_admission_finalize(ngx_http_request_t *r, ngx_int_t rc)
 
     ctx = ngx_http_oip_get_ctx(r);
 
-    ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: upstream finalized, admission share released");
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: upstream finalized (%i), admission share released",
+                   rc);
+
+    if (rc == NGX_HTTP_CLIENT_CLOSED_REQUEST) {
+        /* its runtime's call is cancelled: the connection is closed */
+        ctx->adm.left = 1;
+    }
 
     ngx_http_oip_admission_end(ctx);
     ctx->adm.finalize(r, rc);
@@ -935,8 +942,9 @@ ngx_http_oip_admission_expired(ngx_http_request_t *r,
 ngx_http_oip_adm_e
 ngx_http_oip_admission_result(ngx_http_oip_ctx_t *ctx)
 {
-    /* still waiting when logged: its client left */
+    /* still waiting when logged, or gone before its answer ended: its
+     * client left */
 
-    return (ctx->adm.state == NGX_HTTP_OIP_ADM_WAITING)
+    return (ctx->adm.state == NGX_HTTP_OIP_ADM_WAITING || ctx->adm.left)
            ? NGX_HTTP_OIP_ADM_CANCELLED : ctx->adm.state;
 }

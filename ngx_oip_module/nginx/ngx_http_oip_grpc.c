@@ -27,7 +27,6 @@ static ngx_int_t ngx_http_oip_grpc_answer(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_result_t *res, oip_framing_t *framing);
 static void ngx_http_oip_grpc_options(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_grpc_options_t *g);
-static void ngx_http_oip_grpc_hide(ngx_list_t *list);
 static ngx_int_t ngx_http_oip_grpc_status(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, ngx_table_elt_t *status,
     ngx_table_elt_t *message, oip_result_t *res);
@@ -77,6 +76,7 @@ ngx_http_oip_grpc_route(ngx_http_request_t *r, ngx_http_oip_route_t *rt)
     static ngx_str_t  server = ngx_string("/v2");
     static ngx_str_t  server_slash = ngx_string("/v2/");
     static ngx_str_t  infer = ngx_string("/infer");
+    static ngx_str_t  infer_stream = ngx_string("/infer_stream");
     static ngx_str_t  model_ready = ngx_string("/ready");
     static ngx_str_t  none = ngx_string("");
 
@@ -108,6 +108,13 @@ ngx_http_oip_grpc_route(ngx_http_request_t *r, ngx_http_oip_route_t *rt)
                == NGX_OK)
     {
         *rpc = OIP_RPC_MODEL_INFER;
+
+    } else if (ngx_http_oip_model_uri(uri, &infer_stream, model, version)
+               == NGX_OK)
+    {
+        /* Triton's ModelStreamInfer: one request, its answers as events */
+        *rpc = OIP_RPC_MODEL_INFER;
+        rt->stream = 1;
 
     } else if (ngx_http_oip_model_uri(uri, &model_ready, model,
                                            version)
@@ -239,8 +246,10 @@ ngx_http_oip_grpc_target(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     r->method = NGX_HTTP_POST;
     ngx_str_set(&r->method_name, "POST");
 
-    r->uri.data = (u_char *) oip_grpc_paths[ctx->req.rpc];
-    r->uri.len = ngx_strlen(oip_grpc_paths[ctx->req.rpc]);
+    r->uri.data = (u_char *) oip_grpc_paths[ctx->req.stream
+                                            ? OIP_RPC_MODEL_STREAM_INFER
+                                            : ctx->req.rpc];
+    r->uri.len = ngx_strlen(r->uri.data);
     r->valid_unparsed_uri = 0;
     ngx_str_null(&r->args);
 
@@ -308,7 +317,7 @@ ngx_http_oip_grpc_answer(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
 /* takes every "grpc-" header out of the list (hash 0) */
 
-static void
+void
 ngx_http_oip_grpc_hide(ngx_list_t *list)
 {
     ngx_uint_t        i;

@@ -356,8 +356,9 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
         }
     }
 
-    if (status == NGX_HTTP_CLIENT_CLOSED_REQUEST) {
-        /* its client left: while it waited, or mid-upstream */
+    if (status == NGX_HTTP_CLIENT_CLOSED_REQUEST || (ctx && ctx->adm.left)) {
+        /* its client left: while it waited, or mid-upstream (a stream's
+         * status stays the 200 that began it) */
         outcome = NGX_HTTP_OIP_M_CANCELLED;
 
     } else if (ctx && ctx->error.len) {
@@ -401,7 +402,8 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
 
         if (adm != NGX_HTTP_OIP_ADM_SHED && ctx->adm.zone) {
             ngx_http_oip_metrics_observe(c, 2,
-                              (adm == NGX_HTTP_OIP_ADM_CANCELLED)
+                              (adm == NGX_HTTP_OIP_ADM_CANCELLED
+                               && !ctx->adm.left)
                               ? ngx_http_oip_usec() - ctx->adm.start
                               : ctx->adm.queue_usec);
         }

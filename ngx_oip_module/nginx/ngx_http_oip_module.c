@@ -520,6 +520,11 @@ ngx_http_oip_init(ngx_conf_t *cf)
         return NGX_ERROR;
     }
 
+    /* under the response path's: it passes streams on to them */
+    if (ngx_http_oip_stream_init(cf) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return ngx_http_oip_response_init(cf);
 }
 

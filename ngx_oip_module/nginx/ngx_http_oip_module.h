@@ -178,6 +178,7 @@ typedef struct {
     void                  *sequence;    /* the balancer's data for it
                                            (sequence.c), or NULL */
     unsigned               sequence_lost:1; /* its runtime is gone */
+    unsigned               stream:1;    /* an infer_stream call */
     unsigned               refetched:1; /* no second refetch */
     unsigned               misfit:1;    /* refused by the signature */
     unsigned               sub:1;       /* a signature fetch's own */
@@ -196,7 +197,11 @@ typedef enum {
     NGX_HTTP_OIP_ANS_HELD_ERROR,       /* an upstream's error, held */
     NGX_HTTP_OIP_ANS_PAGE,             /* nginx's error page, replaced */
     NGX_HTTP_OIP_ANS_SENT,             /* held, then sent: the rest goes */
-    NGX_HTTP_OIP_ANS_PAGE_SENT         /* the page sent: the rest goes */
+    NGX_HTTP_OIP_ANS_PAGE_SENT,        /* the page sent: the rest goes */
+    NGX_HTTP_OIP_ANS_STREAM,           /* a stream, its headers held until
+                                          its first event (stream.c) */
+    NGX_HTTP_OIP_ANS_STREAM_OPEN,      /* events flowing */
+    NGX_HTTP_OIP_ANS_STREAM_DONE       /* ended: the rest is dropped */
 } ngx_http_oip_ans_phase_e;
 
 
@@ -210,6 +215,22 @@ typedef struct {
     ngx_str_t              page;        /* JSON for nginx's error page */
     unsigned               manage:1;    /* it may be reshaped */
 } ngx_http_oip_ans_t;
+
+
+/* a stream's events as they go (ngx_http_oip_stream.c) */
+
+typedef struct {
+    oip_wish_t             wish;        /* the client's, every output JSON */
+    u_char                *msg;         /* a gRPC message being gathered */
+    size_t                 len;
+    size_t                 cap;
+    ngx_chain_t           *free;        /* the events' buffers */
+    ngx_chain_t           *busy;
+    ngx_uint_t             events;      /* sent */
+    ngx_uint_t             status;      /* an error before the first event:
+                                           the answer's status */
+    unsigned               opened:1;    /* its headers have gone */
+} ngx_http_oip_stream_t;
 
 
 /*
@@ -250,6 +271,9 @@ typedef struct {
     unsigned               asked:1;     /* once per main request */
     unsigned               handed:1;    /* handover_usec is set */
     unsigned               expires:1;   /* the deadline is the client's */
+    unsigned               left:1;      /* its client left while its
+                                           upstream ran (a 499, or a
+                                           stream cut) */
 } ngx_http_oip_adm_t;
 
 
@@ -297,6 +321,7 @@ typedef struct {
 
     ngx_http_oip_req_t     req;
     ngx_http_oip_ans_t     ans;
+    ngx_http_oip_stream_t  stream;
     ngx_http_oip_adm_t     adm;
     ngx_http_oip_vars_t    vars;
 } ngx_http_oip_ctx_t;
@@ -363,6 +388,8 @@ typedef struct {
     ngx_uint_t                rpc;       /* oip_rpc_e */
     ngx_str_t                 model;
     ngx_str_t                 version;   /* empty: none in the URI */
+    unsigned                  stream:1;  /* infer_stream: its answers as
+                                            events */
 } ngx_http_oip_route_t;
 
 struct ngx_http_oip_transport_s {
@@ -395,9 +422,12 @@ struct ngx_http_oip_transport_s {
 };
 
 
-/* the two paths, registered by the module */
+/* the two paths, registered by the module, and streams' own filters */
 ngx_int_t ngx_http_oip_request_init(ngx_conf_t *cf);
 ngx_int_t ngx_http_oip_response_init(ngx_conf_t *cf);
+ngx_int_t ngx_http_oip_stream_init(ngx_conf_t *cf);
+ngx_uint_t ngx_http_oip_stream_opens(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 
 ngx_http_oip_ctx_t *ngx_http_oip_create_ctx(ngx_http_request_t *r);
 ngx_http_oip_ctx_t *ngx_http_oip_get_ctx(ngx_http_request_t *r);
@@ -450,6 +480,7 @@ ngx_int_t ngx_http_oip_run(ngx_http_oip_run_t *run);
 /* the transports (ngx_http_oip_http.c, ngx_http_oip_grpc.c) */
 extern const ngx_http_oip_transport_t  ngx_http_oip_http_transport;
 extern const ngx_http_oip_transport_t  ngx_http_oip_grpc_transport;
+void ngx_http_oip_grpc_hide(ngx_list_t *list);
 
 /* the variables (ngx_http_oip_variables.c) */
 ngx_int_t ngx_http_oip_variables_add(ngx_conf_t *cf);

@@ -184,6 +184,8 @@ ngx_http_oip_route(ngx_http_request_t *r, ngx_http_oip_loc_conf_t *olcf)
 
     tr = olcf->transport;
 
+    ngx_memzero(&rt, sizeof(ngx_http_oip_route_t));
+
     rc = tr->route(r, &rt);
 
     if (rc == NGX_HTTP_NOT_ALLOWED) {
@@ -217,6 +219,7 @@ ngx_http_oip_route(ngx_http_request_t *r, ngx_http_oip_loc_conf_t *olcf)
     ctx->model = rt.model;
     ctx->version = rt.version;
     ctx->req.rpc = rt.rpc;
+    ctx->req.stream = rt.stream;
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: %s transport, model \"%V\"", tr->name, &ctx->model);

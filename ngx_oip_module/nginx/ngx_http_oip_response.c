@@ -121,7 +121,7 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
 
     ctx = ngx_http_oip_get_ctx(r);
 
-    if (ctx && ctx->adm.share) {
+    if (ctx && (ctx->adm.share || ctx->req.stream)) {
         ngx_http_oip_admission_upstream(r, ctx);
     }
 
@@ -134,6 +134,11 @@ ngx_http_oip_header_filter(ngx_http_request_t *r)
     if (ctx == NULL || ctx->req.phase != NGX_HTTP_OIP_PHASE_PASSED
         || ngx_http_oip_held(ctx))
     {
+        return ngx_http_next_header_filter(r);
+    }
+
+    if (ngx_http_oip_stream_opens(r, ctx)) {
+        /* its events go as they come (ngx_http_oip_stream.c) */
         return ngx_http_next_header_filter(r);
     }
 

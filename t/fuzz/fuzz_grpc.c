@@ -21,7 +21,8 @@
  *   c[1]   which allocation fails
  *   c[2]   oip_grpc_max_message: 64 * c[2], 0 for 64 MB (requests)
  *   c[3]   IHCL: 0 none, else c[3] - 1 if within the body (requests);
- *          bit 0: a ModelStreamInferResponse (answers)
+ *          bit 0: a ModelStreamInferResponse (answers), also read as
+ *          one event of a stream (oip_stream_process())
  */
 
 
@@ -82,6 +83,7 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
     u_char         *rest;
     oip_rpc_e       rpc;
     oip_wish_t      wish;
+    oip_event_e     ev;
     oip_result_t    res, resp, again;
     oip_options_t   opt;
 
@@ -125,6 +127,27 @@ fz_grpc_answer(const u_char *c, const u_char *p, size_t len, arena_t *arena,
     fprintf(stderr, "answer %zu bytes: %d %s\n", len, resp.status,
             resp.error);
 #endif
+
+    if (c[3] & 1) {
+        /* one event of a stream: an answer, the runtime's error, none */
+
+        oip_stream_process(&again, alloc, &opt, &wish, p, len, &ev);
+
+        if (again.status == 0 && ev == OIP_EVENT_ERROR) {
+            /* the runtime's words, status 0: they are not ours */
+            fz_assert(again.error[0] != '\0', "an error event says nothing");
+            fz_assert(strnlen(again.error, OIP_ERROR_LEN) < OIP_ERROR_LEN,
+                      "error is not NUL-terminated");
+
+        } else {
+            fz_status_check(&again, arena, 502);
+        }
+
+        if (again.status == 0 && ev == OIP_EVENT_DATA) {
+            fz_segs_check(again.segs, again.nsegs, again.header_len,
+                          again.body_len);
+        }
+    }
 
     fz_status_check(&resp, arena, 502);
 

@@ -6,9 +6,9 @@
 
 It serves inference.GRPCInferenceService (grpc_predict_v2.proto beside
 it: ServerLive, ServerReady, ModelReady, ServerMetadata, ModelMetadata,
-ModelInfer) in plaintext HTTP/2 (h2c, what nginx's grpc_pass speaks
-without SSL), for the models of oip_runtime.py, the way Triton's gRPC
-frontend answers.
+ModelInfer, and Triton's ModelStreamInfer) in plaintext HTTP/2 (h2c,
+what nginx's grpc_pass speaks without SSL), for the models of
+oip_runtime.py, the way Triton's gRPC frontend answers.
 
     oip_grpc_runtime.py --port 9001 [--hook-port 9002] [--host 127.0.0.1]
                         [--contents raw|typed] [--max-message BYTES]
@@ -83,6 +83,18 @@ core: src/):
                 only the requested ones (infer_handler.cc
                 ResponseAllocatorHelper, infer_handler.h
                 InferResponseCompleteCommon)
+  streams       ModelStreamInfer (stream_infer_handler.cc): each request
+                read as ModelInfer reads it; a model that is not
+                decoupled answers once, a decoupled one N times; every
+                answer's parameters carry triton_final_response (true on
+                the last); an error is a message of the stream
+                (error_message, infer_response holding the request's id),
+                and the stream goes on; ModelInfer on a decoupled model
+                is UNIMPLEMENTED "ModelInfer RPC doesn't support models
+                with decoupled transaction policy" (infer_handler.cc);
+                a client that cancels, or whose connection goes, is seen
+                through is_active() (Triton's AsyncNotifyWhenDone, since
+                23.10) and the call stops
   health        ServerLive and ServerReady true; ModelReady true, or the
                 errors above (grpc_server.cc)
   metadata      ServerMetadata: name "triton", version and extensions as
@@ -150,6 +162,25 @@ Test hooks, HTTP/1.1 on --hook-port (default --port + 1; JSON in and out):
                                        0), no answer; every other call on
                                        it dies too
                               none     cleared
+  PUT    /_test/decoupled/{m} m is decoupled (Triton's transaction policy):
+                              {"responses": N (3), "spacing": S seconds
+                              between them (0), "error_after": k (an
+                              error_message in the stream instead of
+                              answer k, "error": its text), "status_after":
+                              k (the stream ends with "code" and "message"
+                              in its trailers instead), "reset_after": k
+                              (its connection shut down instead, as the
+                              fault "reset"), "empty_final": bool
+                              (an empty last answer flagged
+                              triton_final_response, as Triton sends when
+                              the request asks with
+                              triton_enable_empty_final_response)}; each
+                              answer is m's own plus an output INDEX (INT32
+                              [1], k); ModelInfer refuses it
+  DELETE /_test/decoupled/{m} not decoupled again
+  GET    /_test/cancelled     {"calls": n}: calls whose client cancelled
+                              them, or whose connection went, while they
+                              ran (a slow ModelInfer, a stream)
   PUT    /_test/contents      {"typed": true|false}: as --contents
   PUT    /_test/health        {"live": bool, "ready": bool}: what
                               ServerLive, and ServerReady and ModelReady
@@ -533,6 +564,8 @@ class State:
             self.typed = self.default_typed
             self.live = True
             self.ready = True
+            self.decoupled = {}
+            self.cancelled = 0
 
     def record(self, rec):
         with self.lock:
@@ -602,9 +635,23 @@ class Service:
             outputs=[pb.ModelMetadataResponse.TensorMetadata(**t)
                      for t in doc["outputs"]])
 
-    def ModelInfer(self, req):
+    def cancelled(self, rec):
+        """The client cancelled the call (or its connection went): grpc
+        says so through is_active(), as Triton's AsyncNotifyWhenDone."""
+        rec["answer"] = {"code": "CANCELLED", "message": "cancelled"}
+        with self.state.lock:
+            self.state.cancelled += 1
+
+    def ModelInfer(self, req, stream=False):
         name, rid = req.model_name, req.id
         model, _ = self.lookup(name, req.model_version)
+        with self.state.lock:
+            decoupled = name in self.state.decoupled
+        if decoupled and not stream:
+            # infer_handler.cc: UNSUPPORTED, gRPC's UNIMPLEMENTED
+            raise GrpcError(grpc.StatusCode.UNIMPLEMENTED,
+                            "ModelInfer RPC doesn't support models with "
+                            "decoupled transaction policy")
         check_parameters(req.parameters)
         seen = set()
         for t in req.inputs:
@@ -655,6 +702,111 @@ class Service:
         with self.state.lock:
             typed = self.state.typed
         return self.answer(req, results, typed)
+
+    def ModelStreamInfer(self, requests, context):
+        """Triton's stream (stream_infer_handler.cc): every request read
+        as ModelInfer reads it; a model that is not decoupled answers
+        once, a decoupled one (/_test/decoupled) as many times as it is
+        told, spaced; each answer carries triton_final_response, true on
+        the last; an error is in the stream (error_message, the request's
+        id), which goes on; a cancelled call is counted: grpc may never
+        resume a generator whose call went, so its end says it."""
+        ended, recs = [], []
+
+        def over():
+            if not ended and recs:
+                self.cancelled(recs[-1])
+        context.add_callback(over)
+        for one in self.stream_answers(requests, context, recs):
+            if one is None:
+                break
+            yield one
+        if recs and recs[-1].get("cancelled"):
+            return                  # over() counts it
+        ended.append(True)
+        if recs and recs[-1].get("abort"):
+            context.abort(*recs[-1]["abort"])
+
+    def stream_answers(self, requests, context, recs):
+        """ModelStreamInfer's answers; None when the call is to end with
+        a status (recs[-1]["abort"])."""
+        for req in requests:
+            rec = {"method": "ModelStreamInfer",
+                   "metadata": [[k, v] for k, v in
+                                context.invocation_metadata()
+                                if not isinstance(v, bytes)],
+                   "timeout": None, "answer": None, "fault": None,
+                   "request": req}
+            self.state.record(rec)
+            recs.append(rec)
+            with self.state.lock:
+                plan = self.state.decoupled.get(req.model_name)
+            try:
+                resp = self.ModelInfer(req, stream=True)
+            except GrpcError as e:
+                rec["answer"] = {"code": e.code.name, "message": str(e)}
+                yield pb.ModelStreamInferResponse(
+                    error_message=str(e),
+                    infer_response=pb.ModelInferResponse(id=req.id))
+                continue
+            if plan is None:
+                resp.parameters["triton_final_response"].bool_param = True
+                rec["answer"] = {"code": "OK", "message": "1 response"}
+                yield pb.ModelStreamInferResponse(infer_response=resp)
+                continue
+            n = plan["responses"]
+            for k in range(n):
+                end = time.time() + plan["spacing"]
+                while context.is_active() and time.time() < end:
+                    time.sleep(min(0.005, max(0, end - time.time())))
+                if not context.is_active():
+                    rec["cancelled"] = True
+                    return
+                if k == plan.get("error_after"):
+                    rec["answer"] = {"code": "OK", "message": "error"}
+                    one = pb.ModelInferResponse(
+                        id=req.id, model_name=req.model_name,
+                        model_version="1")
+                    one.parameters["triton_final_response"].bool_param = \
+                        True
+                    yield pb.ModelStreamInferResponse(
+                        error_message=plan["error"], infer_response=one)
+                    break
+                if k == plan.get("reset_after"):
+                    rec["answer"] = {"code": None,
+                                     "message": "connection reset"}
+                    self.reset_connection(context)
+                    rec["abort"] = (grpc.StatusCode.UNAVAILABLE,
+                                    "connection reset")
+                    yield None
+                    return
+                if k == plan.get("status_after"):
+                    rec["answer"] = {"code": plan["code"].name,
+                                     "message": plan["message"]}
+                    rec["abort"] = (plan["code"], plan["message"])
+                    yield None
+                    return
+                one = pb.ModelInferResponse()
+                one.CopyFrom(resp)
+                o = one.outputs.add(name="INDEX", datatype="INT32",
+                                    shape=[1])
+                if len(one.raw_output_contents):
+                    one.raw_output_contents.append(struct.pack("<i", k))
+                else:
+                    o.contents.int_contents.append(k)
+                one.parameters["triton_final_response"].bool_param = (
+                    k == n - 1 and not plan["empty_final"])
+                yield pb.ModelStreamInferResponse(infer_response=one)
+            else:
+                rec["answer"] = {"code": "OK", "message": "%d responses" % n}
+                if plan["empty_final"]:
+                    # asked with triton_enable_empty_final_response
+                    one = pb.ModelInferResponse(
+                        id=req.id, model_name=req.model_name,
+                        model_version=req.model_version)
+                    one.parameters["triton_final_response"].bool_param = \
+                        True
+                    yield pb.ModelStreamInferResponse(infer_response=one)
 
     @staticmethod
     def answer(req, results, typed):
@@ -756,7 +908,10 @@ class Service:
         if mode == "slow":
             end = time.time() + fault["seconds"]
             while time.time() < end and context.is_active():
-                time.sleep(min(0.05, max(0, end - time.time())))
+                time.sleep(min(0.01, max(0, end - time.time())))
+            if not context.is_active():
+                self.cancelled(rec)
+                return None
         if mode == "reset":
             rec["answer"] = {"code": None, "message": "connection reset"}
             if self.reset_connection(context):
@@ -832,7 +987,11 @@ def write_golden_answer(resp, context):
 
 
 def handlers(service):
-    table = {}
+    table = {
+        "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(
+            service.ModelStreamInfer,
+            request_deserializer=pb.ModelInferRequest.FromString,
+            response_serializer=serialize)}
     for method in METHODS:
         request_type = getattr(pb, method + "Request")
 
@@ -857,7 +1016,7 @@ def render(rec):
     """A received call as the hooks show it."""
     out = {k: v for k, v in rec.items() if k != "request"}
     req = rec["request"]
-    if rec["method"] != "ModelInfer":
+    if rec["method"] not in ("ModelInfer", "ModelStreamInfer"):
         out.update({f.name: getattr(req, f.name)
                     for f in req.DESCRIPTOR.fields})
         return out
@@ -949,6 +1108,22 @@ class Hooks(BaseHTTPRequestHandler):
                 state.live = doc.get("live", True)
                 state.ready = doc.get("ready", True)
             return self.reply(200, {})
+        if what == ("GET", "cancelled") and len(parts) == 2:
+            with state.lock:
+                return self.reply(200, {"calls": state.cancelled})
+        if what[1] == "decoupled" and len(parts) == 3:
+            if self.command == "DELETE":
+                with state.lock:
+                    state.decoupled.pop(parts[2], None)
+                return self.reply(200, {})
+            if self.command == "PUT":
+                try:
+                    plan = self.decoupled(doc)
+                except ValueError as e:
+                    return self.fail(str(e))
+                with state.lock:
+                    state.decoupled[parts[2]] = plan
+                return self.reply(200, {})
         if what == ("PUT", "fault") and len(parts) == 2:
             try:
                 fault = self.fault(doc)
@@ -980,6 +1155,35 @@ class Hooks(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = handle_hook
 
     MODES = ("status", "slow", "oversize", "malformed", "reset", "none")
+
+    @staticmethod
+    def decoupled(doc):
+        """A PUT /_test/decoupled/{m} body, checked."""
+        def count(key, default=None):
+            v = doc.get(key, default)
+            if v is not None and (isinstance(v, bool)
+                                  or not isinstance(v, int) or v < 0):
+                raise ValueError("%s must be an integer >= 0" % key)
+            return v
+        spacing = doc.get("spacing", 0)
+        if isinstance(spacing, bool) or not isinstance(spacing, (int, float)) \
+                or spacing < 0:
+            raise ValueError("spacing must be a number of seconds >= 0")
+        plan = {"responses": count("responses", 3), "spacing": spacing,
+                "error_after": count("error_after"),
+                "error": str(doc.get("error", "the model failed")),
+                "status_after": count("status_after"),
+                "reset_after": count("reset_after"),
+                "empty_final": bool(doc.get("empty_final", False))}
+        if plan["status_after"] is not None:
+            code = doc.get("code", "INTERNAL")
+            try:
+                plan["code"] = grpc.StatusCode[code] if isinstance(code, str) \
+                    else [c for c in grpc.StatusCode if c.value[0] == code][0]
+            except (KeyError, IndexError):
+                raise ValueError("code must be a gRPC status name or number")
+            plan["message"] = str(doc.get("message", "stream failed"))
+        return plan
 
     @classmethod
     def fault(cls, doc):

@@ -657,6 +657,95 @@ test_answer_forms(void)
 }
 
 
+/* one message of a stream as oip_stream_process() reads it */
+
+static void
+event_for(const char *hexmsg, oip_event_e want_ev, const char *want,
+    const char *what)
+{
+    char           got[1024];
+    u_char         msg[512], *all;
+    size_t         n, len;
+    arena_t        arena;
+    oip_event_e    ev;
+    oip_alloc_t    alloc;
+    oip_wish_t     w;
+    oip_result_t   res;
+
+    arena_init(&arena, &alloc);
+    memset(&w, 0, sizeof(oip_wish_t));
+    n = hex(hexmsg, msg);
+    ev = (oip_event_e) -1;
+
+    if (oip_stream_process(&res, &alloc, &opts, &w, msg, n, &ev) != 0) {
+        snprintf(got, sizeof(got), "%d %s", res.status, res.error);
+
+    } else if (ev == OIP_EVENT_DATA) {
+        all = flatten(res.segs, res.nsegs, res.body_len, &len);
+        snprintf(got, sizeof(got), "%.*s", (int) len, (char *) all);
+        free(all);
+
+    } else {
+        snprintf(got, sizeof(got), "%s (%d)", res.error, (int) res.reason);
+    }
+
+    if (!ok(strcmp(got, want) == 0 && ev == want_ev, "%s", what)) {
+        diag("got %s (event %d)", got, (int) ev);
+    }
+
+    arena_destroy(&arena);
+}
+
+
+/* "triton_final_response": a map entry of ModelInferResponse.parameters */
+#define FINAL(b)                                                              \
+    " 22 1b 0a 15 747269746f6e5f66696e616c5f726573706f6e7365"                 \
+    " 12 02 08 0" b
+
+static void
+test_stream_events(void)
+{
+    event_for("00 00000044 12 42 0a 01 6d 12 01 31 1a 01 78"
+              " 2a 15 " OUT_FP32 " 22 07 0a 01 6b 12 02 10 07"
+              " 2a 0f 0a 01 42 12 05 4259544553 1a 01 01 22 00"
+              " 32 08 0000803f 00000040 32 05 01000000 61", OIP_EVENT_DATA,
+              "{\"model_name\":\"m\",\"model_version\":\"1\",\"id\":\"x\","
+              "\"outputs\":[{\"name\":\"O\",\"datatype\":\"FP32\","
+              "\"shape\":[2],\"parameters\":{\"k\":7},\"data\":[1.0,2.0]},"
+              "{\"name\":\"B\",\"datatype\":\"BYTES\",\"shape\":[1],"
+              "\"data\":[\"a\"]}]}",
+              "a stream's answer: one event, its outputs as JSON");
+    event_for("00 0000001c 0a 1a 45786365656473206d6178696d756d2071756575"
+              "652073697a65", OIP_EVENT_ERROR,
+              "Exceeds maximum queue size (9)",
+              "a stream's error_message: the runtime's words, read");
+    event_for("00 00000027 0a 03 626164 12 20 1a 01 78" FINAL("1"),
+              OIP_EVENT_ERROR, "bad (0)",
+              "an error_message with an answer beside it: the error");
+    event_for("00 0000001f 12 1d" FINAL("1"), OIP_EVENT_NONE, " (0)",
+              "an empty final answer: no event");
+    event_for("00 0000001f 12 1d" FINAL("0"), OIP_EVENT_DATA,
+              "{\"model_name\":\"\",\"model_version\":\"\",\"parameters\":"
+              "{\"triton_final_response\":false},\"outputs\":[]}",
+              "an empty answer that is not the last: an event");
+    event_for("00 00000037 12 35" FINAL("1") " 2a 0c " OUT_FP32
+              " 32 08 0000803f 00000040", OIP_EVENT_DATA,
+              "{\"model_name\":\"\",\"model_version\":\"\",\"parameters\":"
+              "{\"triton_final_response\":true},\"outputs\":[{\"name\":"
+              "\"O\",\"datatype\":\"FP32\",\"shape\":[2],"
+              "\"data\":[1.0,2.0]}]}",
+              "the last answer with outputs: an event");
+    event_for("00 00000002 12 05", OIP_EVENT_DATA,
+              "502 upstream answer: the gRPC answer is not a "
+              "ModelStreamInferResponse",
+              "a broken message: the upstream's fault");
+    event_for("01 00000000", OIP_EVENT_DATA,
+              "502 upstream answer: the gRPC answer is compressed "
+              "(grpc-encoding), which is not supported",
+              "a compressed message: refused");
+}
+
+
 static void
 test_simple(void)
 {
@@ -734,6 +823,7 @@ main(void)
     test_request();
     test_response();
     test_answer_forms();
+    test_stream_events();
     test_simple();
 
     return tap_done();

@@ -1,0 +1,649 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * Streamed answers: a ModelStreamInfer call's messages, as they arrive,
+ * each one server-sent event "data: <the answer as JSON>\n\n" (Triton's
+ * and MLServer's framing: no "event:", no "id:").  grpc_pass never
+ * buffers: the filter gets each read as it comes, gathers whole gRPC
+ * messages, has the codec read each one and sends its event at once,
+ * flushed.  The headers wait for the first event, so that an error
+ * before it is still a JSON error answer with its status; an error
+ * after it is one last event, data: {"error": "..."}.  Memory is one
+ * message being gathered, a pool per event destroyed once it is
+ * written, and the events' buffers, reused once sent.
+ */
+
+
+#include "ngx_http_oip_module.h"
+
+
+#define NGX_HTTP_OIP_EVENT_MIN  4096   /* an event buffer: large, so that
+                                          ngx_pfree() gives it back */
+
+
+static ngx_int_t ngx_http_oip_stream_header_filter(ngx_http_request_t *r);
+static ngx_int_t ngx_http_oip_stream_body_filter(ngx_http_request_t *r,
+    ngx_chain_t *in);
+static ngx_uint_t ngx_http_oip_stream_lone_flush(ngx_chain_t *in);
+static ngx_int_t ngx_http_oip_stream_gather(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, u_char *p, size_t len, ngx_chain_t ***ll);
+static ngx_int_t ngx_http_oip_stream_message(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, u_char *msg, size_t len, ngx_chain_t ***ll);
+static ngx_int_t ngx_http_oip_stream_end(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, ngx_chain_t ***ll);
+static ngx_int_t ngx_http_oip_stream_error(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, ngx_uint_t status, u_char *msg,
+    ngx_chain_t ***ll);
+static ngx_buf_t *ngx_http_oip_stream_buf(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, size_t size, ngx_chain_t ***ll);
+static ngx_int_t ngx_http_oip_stream_open(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_stream_refuse(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+
+
+static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
+static ngx_http_output_body_filter_pt    ngx_http_next_body_filter;
+
+
+static ngx_str_t  ngx_http_oip_grpc_status = ngx_string("grpc-status");
+static ngx_str_t  ngx_http_oip_cache_control = ngx_string("Cache-Control");
+static ngx_str_t  ngx_http_oip_no_cache = ngx_string("no-cache");
+static ngx_str_t  ngx_http_oip_accel = ngx_string("X-Accel-Buffering");
+static ngx_str_t  ngx_http_oip_no = ngx_string("no");
+
+
+ngx_int_t
+ngx_http_oip_stream_init(ngx_conf_t *cf)
+{
+    ngx_http_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_http_oip_stream_header_filter;
+
+    ngx_http_next_body_filter = ngx_http_top_body_filter;
+    ngx_http_top_body_filter = ngx_http_oip_stream_body_filter;
+
+    return NGX_OK;
+}
+
+
+/*
+ * Whether an answer opens a stream (the response path passes it on to
+ * this file): a 200 from the runtime to an infer_stream call that is not
+ * a trailers-only gRPC error, which the response path holds as every
+ * other error (a trailers-only status 0 is a stream without answers).
+ */
+
+ngx_uint_t
+ngx_http_oip_stream_opens(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    oip_header_t      v;
+    ngx_table_elt_t  *status;
+
+    if (!ctx->req.stream || r->upstream == NULL
+        || r->headers_out.status != NGX_HTTP_OK
+        || r->header_only || r->method == NGX_HTTP_HEAD)
+    {
+        return 0;
+    }
+
+    status = ngx_http_oip_header(&r->headers_out.headers,
+                                 &ngx_http_oip_grpc_status, &v);
+
+    return status == NULL
+           || (status->value.len == 1 && status->value.data[0] == '0');
+}
+
+
+static ngx_int_t
+ngx_http_oip_stream_header_filter(ngx_http_request_t *r)
+{
+    size_t               i;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = (r == r->main) ? ngx_http_oip_get_ctx(r) : NULL;
+
+    if (ctx == NULL || ctx->ans.phase != NGX_HTTP_OIP_ANS_PASSING
+        || ctx->req.phase != NGX_HTTP_OIP_PHASE_PASSED
+        || r->err_status
+        || !ngx_http_oip_stream_opens(r, ctx))
+    {
+        return ngx_http_next_header_filter(r);
+    }
+
+    /* every output as JSON: binary has no place in an event */
+
+    ctx->stream.wish = ctx->ans.wish;
+    ctx->stream.wish.binary = 0;
+
+    if (ctx->ans.wish.n) {
+        ctx->stream.wish.outputs = ngx_pnalloc(r->pool,
+                                        ctx->ans.wish.n
+                                        * sizeof(oip_wish_out_t));
+        if (ctx->stream.wish.outputs == NULL) {
+            return NGX_ERROR;
+        }
+
+        for (i = 0; i < ctx->ans.wish.n; i++) {
+            ctx->stream.wish.outputs[i] = ctx->ans.wish.outputs[i];
+            ctx->stream.wish.outputs[i].binary = 0;
+        }
+    }
+
+    ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM;
+    r->allow_ranges = 0;
+
+    ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: a stream: its headers wait for its first event");
+
+    return NGX_OK;
+}
+
+
+static ngx_int_t
+ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
+{
+    ngx_int_t            rc;
+    ngx_uint_t           last;
+    ngx_chain_t         *cl, *out, **ll;
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = (r == r->main) ? ngx_http_oip_get_ctx(r) : NULL;
+
+    if (ctx == NULL || (ctx->ans.phase != NGX_HTTP_OIP_ANS_STREAM
+                        && ctx->ans.phase != NGX_HTTP_OIP_ANS_STREAM_OPEN
+                        && ctx->ans.phase != NGX_HTTP_OIP_ANS_STREAM_DONE))
+    {
+        return ngx_http_next_body_filter(r, in);
+    }
+
+    out = NULL;
+    ll = &out;
+    last = 0;
+    rc = NGX_OK;
+
+    if (ctx->ans.phase != NGX_HTTP_OIP_ANS_STREAM_DONE
+        && r->upstream && r->upstream->peer.connection == NULL
+        && ngx_http_oip_stream_lone_flush(in))
+    {
+        /* the upstream failed or timed out mid-stream: nginx flushes
+         * and closes; the client is told first */
+        rc = ngx_http_oip_stream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
+                                       (u_char *) "upstream answer: cut "
+                                       "short, the upstream failed or timed "
+                                       "out", &ll);
+    }
+
+    for (cl = in; cl; cl = cl->next) {
+
+        if (ctx->ans.phase != NGX_HTTP_OIP_ANS_STREAM_DONE
+            && cl->buf->last > cl->buf->pos && rc == NGX_OK)
+        {
+            rc = ngx_http_oip_stream_gather(r, ctx, cl->buf->pos,
+                                            cl->buf->last - cl->buf->pos,
+                                            &ll);
+        }
+
+        /* consumed, or grpc stops reading */
+        cl->buf->pos = cl->buf->last;
+
+        if (cl->buf->last_buf) {
+            last = 1;
+        }
+    }
+
+    if (rc == NGX_ERROR) {
+        return NGX_ERROR;
+    }
+
+    if (last && ctx->ans.phase != NGX_HTTP_OIP_ANS_STREAM_DONE) {
+        if (ngx_http_oip_stream_end(r, ctx, &ll) != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    if (ctx->stream.status) {
+        /* an error before the first event: a JSON error answer */
+        return ngx_http_oip_stream_refuse(r, ctx);
+    }
+
+    if (out == NULL) {
+        /* nothing new; what is not sent yet goes on its own */
+        return NGX_OK;
+    }
+
+    if (!ctx->stream.opened && ngx_http_oip_stream_open(r, ctx) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    rc = ngx_http_next_body_filter(r, out);
+
+    ngx_chain_update_chains(r->pool, &ctx->stream.free, &ctx->stream.busy,
+                            &out, (ngx_buf_tag_t) &ngx_http_oip_stream_init);
+
+    return rc;
+}
+
+
+/* nothing but a flush: what nginx sends when an upstream fails */
+
+static ngx_uint_t
+ngx_http_oip_stream_lone_flush(ngx_chain_t *in)
+{
+    ngx_chain_t  *cl;
+
+    for (cl = in; cl; cl = cl->next) {
+        if (cl->buf->last_buf || ngx_buf_size(cl->buf)) {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+
+
+/*
+ * A read's bytes: gRPC messages (a byte of flags, four of length, the
+ * message) gathered whole, each read as it completes.
+ */
+
+static ngx_int_t
+ngx_http_oip_stream_gather(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    u_char *p, size_t len, ngx_chain_t ***ll)
+{
+    u_char                   *buf;
+    size_t                    n, need, cap;
+    ngx_http_oip_stream_t    *st;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    st = &ctx->stream;
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    while (len && ctx->ans.phase != NGX_HTTP_OIP_ANS_STREAM_DONE) {
+
+        need = 5;
+
+        if (st->len >= 5) {
+            need += (size_t) st->msg[1] << 24 | (size_t) st->msg[2] << 16
+                    | (size_t) st->msg[3] << 8 | st->msg[4];
+
+            if (need - 5 > olcf->grpc_max_message) {
+                return ngx_http_oip_stream_error(r, ctx,
+                                          NGX_HTTP_BAD_GATEWAY, (u_char *)
+                                          "upstream answer: a message of "
+                                          "the stream is larger than "
+                                          "oip_grpc_max_message", ll);
+            }
+        }
+
+        if (st->cap < need) {
+            cap = ngx_max(need, 2 * st->cap);
+            cap = ngx_max(cap, NGX_HTTP_OIP_EVENT_MIN);
+
+            buf = ngx_palloc(r->pool, cap);
+            if (buf == NULL) {
+                return NGX_ERROR;
+            }
+
+            if (st->msg) {
+                ngx_memcpy(buf, st->msg, st->len);
+                ngx_pfree(r->pool, st->msg);
+            }
+
+            st->msg = buf;
+            st->cap = cap;
+        }
+
+        n = ngx_min(len, need - st->len);
+        ngx_memcpy(st->msg + st->len, p, n);
+        st->len += n;
+        p += n;
+        len -= n;
+
+        if (st->len < need
+            || (need == 5
+                && (st->msg[1] | st->msg[2] | st->msg[3] | st->msg[4])))
+        {
+            /* more to come, or the length is known now: read on */
+            continue;
+        }
+
+        st->len = 0;
+
+        if (ngx_http_oip_stream_message(r, ctx, st->msg, need, ll)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
+
+
+/* one whole message: its event, none, or the stream's last */
+
+static ngx_int_t
+ngx_http_oip_stream_message(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    u_char *msg, size_t len, ngx_chain_t ***ll)
+{
+    int             rc;
+    u_char         *p;
+    size_t          i, size;
+    ngx_buf_t      *b;
+    ngx_int_t       status;
+    ngx_pool_t     *pool;
+    oip_alloc_t     alloc;
+    oip_event_e     ev;
+    oip_result_t    res;
+    oip_options_t   opt;
+
+    pool = ngx_create_pool(NGX_DEFAULT_POOL_SIZE, r->connection->log);
+    if (pool == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_http_oip_pool_allocator(pool, &alloc);
+    ngx_http_oip_options(r, &opt);
+
+    rc = oip_stream_process(&res, &alloc, &opt, &ctx->stream.wish, msg, len,
+                            &ev);
+
+    if (rc != 0) {
+        status = (rc == 500) ? NGX_HTTP_INTERNAL_SERVER_ERROR
+                             : NGX_HTTP_BAD_GATEWAY;
+        rc = ngx_http_oip_stream_error(r, ctx, status, (u_char *) res.error,
+                                       ll);
+        ngx_destroy_pool(pool);
+        return rc;
+    }
+
+    switch (ev) {
+
+    case OIP_EVENT_NONE:
+        ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                       "oip: stream: an empty final response, no event");
+        ngx_destroy_pool(pool);
+        return NGX_OK;
+
+    case OIP_EVENT_ERROR:
+        /* Triton's stream carries no code: its words say what they can */
+        status = (res.reason == OIP_REASON_UNKNOWN_MODEL) ? NGX_HTTP_NOT_FOUND
+                 : (res.reason == OIP_REASON_QUEUE_FULL)
+                   ? NGX_HTTP_TOO_MANY_REQUESTS : NGX_HTTP_BAD_REQUEST;
+        rc = ngx_http_oip_stream_error(r, ctx, status, (u_char *) res.error,
+                                       ll);
+        ngx_destroy_pool(pool);
+        return rc;
+
+    default:
+        break;
+    }
+
+    size = sizeof("data: ") - 1 + res.body_len + 2;
+
+    b = ngx_http_oip_stream_buf(r, ctx, size, ll);
+    if (b == NULL) {
+        ngx_destroy_pool(pool);
+        return NGX_ERROR;
+    }
+
+    p = ngx_cpymem(b->last, "data: ", sizeof("data: ") - 1);
+
+    for (i = 0; i < res.nsegs; i++) {
+        p = ngx_cpymem(p, res.segs[i].data, res.segs[i].len);
+    }
+
+    *p++ = '\n';
+    *p++ = '\n';
+    b->last = p;
+
+    ngx_destroy_pool(pool);
+
+    ctx->stream.events++;
+
+    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: stream: event %ui, %uz bytes",
+                   ctx->stream.events, size);
+
+    return NGX_OK;
+}
+
+
+/*
+ * The runtime's stream has ended: its status (the trailers, read by the
+ * transport as every gRPC answer's) may be an error, and a message cut
+ * short is one.
+ */
+
+static ngx_int_t
+ngx_http_oip_stream_end(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    ngx_chain_t ***ll)
+{
+    ngx_int_t       rc;
+    ngx_buf_t      *b;
+    ngx_uint_t      status;
+    oip_result_t    res;
+    oip_framing_t   framing;
+
+    if (ctx->stream.len) {
+        return ngx_http_oip_stream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
+                                         (u_char *) "upstream answer: the "
+                                         "stream ends inside a message", ll);
+    }
+
+    rc = ctx->req.transport->answer(r, ctx, &res, &framing);
+
+    if (rc == NGX_DECLINED || rc == NGX_ABORT) {
+        status = (rc == NGX_ABORT) ? (ngx_uint_t) res.status
+                                   : r->headers_out.status;
+
+        return ngx_http_oip_stream_error(r, ctx, status,
+                                         (u_char *) res.error, ll);
+    }
+
+    if (rc != NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM_DONE;
+
+    b = ngx_http_oip_stream_buf(r, ctx, 0, ll);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    b->last_buf = 1;
+
+    ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: stream ended after %ui events", ctx->stream.events);
+
+    return NGX_OK;
+}
+
+
+/*
+ * An error: before the first event, the answer's status and JSON error
+ * (sent by the body filter); after it, the stream's last event.
+ */
+
+static ngx_int_t
+ngx_http_oip_stream_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    ngx_uint_t status, u_char *msg, ngx_chain_t ***ll)
+{
+    u_char     *p;
+    size_t      len, esc;
+    ngx_buf_t  *b;
+
+    len = ngx_strlen(msg);
+
+    ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
+                  "oip: model \"%V\": stream ends with an error after %ui "
+                  "events: %s", &ctx->model, ctx->stream.events, msg);
+
+    ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM_DONE;
+
+    if (ctx->stream.events == 0) {
+        ctx->stream.status = status;
+
+        ctx->error.data = ngx_pnalloc(r->pool, len);
+        if (ctx->error.data == NULL) {
+            return NGX_ERROR;
+        }
+
+        ngx_memcpy(ctx->error.data, msg, len);
+        ctx->error.len = len;
+
+        return NGX_OK;
+    }
+
+    esc = oip_json_escape(NULL, msg, len);
+
+    b = ngx_http_oip_stream_buf(r, ctx, sizeof("data: {\"error\":\"\"}\n\n")
+                                        - 1 + esc, ll);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    p = ngx_cpymem(b->last, "data: {\"error\":\"",
+                   sizeof("data: {\"error\":\"") - 1);
+    p += oip_json_escape(p, msg, len);
+    b->last = ngx_cpymem(p, "\"}\n\n", 4);
+    b->last_buf = 1;
+
+    return NGX_OK;
+}
+
+
+/* a buffer for size bytes of events, appended to the output */
+
+static ngx_buf_t *
+ngx_http_oip_stream_buf(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    size_t size, ngx_chain_t ***ll)
+{
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    cl = ngx_chain_get_free_buf(r->pool, &ctx->stream.free);
+    if (cl == NULL) {
+        return NULL;
+    }
+
+    b = cl->buf;
+
+    if (size && (size_t) (b->end - b->start) < size) {
+        if (b->start) {
+            ngx_pfree(r->pool, b->start);
+        }
+
+        size = ngx_max(size, NGX_HTTP_OIP_EVENT_MIN);
+
+        b->start = ngx_palloc(r->pool, size);
+        if (b->start == NULL) {
+            return NULL;
+        }
+
+        b->end = b->start + size;
+    }
+
+    b->pos = b->start;
+    b->last = b->start;
+    b->temporary = (size != 0);     /* an empty last one is special */
+    b->flush = 1;
+    b->last_buf = 0;
+    b->tag = (ngx_buf_tag_t) &ngx_http_oip_stream_init;
+
+    **ll = cl;
+    *ll = &cl->next;
+
+    return b;
+}
+
+
+/* the first event is here: the headers of an event stream go first */
+
+static ngx_int_t
+ngx_http_oip_stream_open(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    ngx_int_t  rc;
+
+    ctx->stream.opened = 1;
+
+    if (ctx->ans.phase == NGX_HTTP_OIP_ANS_STREAM) {
+        ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM_OPEN;
+    }
+
+    ngx_http_oip_grpc_hide(&r->headers_out.headers);
+
+    r->headers_out.status = NGX_HTTP_OK;
+    ngx_http_oip_content_type(r, "text/event-stream; charset=utf-8");
+
+    if (r->headers_out.content_length) {
+        r->headers_out.content_length->hash = 0;
+        r->headers_out.content_length = NULL;
+    }
+
+    r->headers_out.content_length_n = -1;
+
+    /* no cache, no proxy in front holds an event back */
+
+    if (ngx_http_oip_header_push(&r->headers_out.headers,
+                                 &ngx_http_oip_cache_control,
+                                 &ngx_http_oip_no_cache) == NULL
+        || ngx_http_oip_header_push(&r->headers_out.headers,
+                                    &ngx_http_oip_accel,
+                                    &ngx_http_oip_no) == NULL)
+    {
+        return NGX_ERROR;
+    }
+
+    rc = ngx_http_next_header_filter(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    return NGX_OK;
+}
+
+
+/* an error before any event: the JSON error answer, its status */
+
+static ngx_int_t
+ngx_http_oip_stream_refuse(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    ngx_int_t     rc;
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    b = ngx_http_oip_error_json(r, ctx->error.data, ctx->error.len);
+    if (b == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_http_clean_header(r);
+
+    r->headers_out.status = ctx->stream.status;
+    ngx_http_oip_content_type(r, OIP_TYPE_JSON);
+    r->headers_out.content_length_n = b->last - b->pos;
+
+    ctx->reason = ngx_http_oip_reason(ctx, ctx->stream.status);
+    ctx->stream.status = 0;
+    ctx->stream.opened = 1;
+
+    rc = ngx_http_next_header_filter(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK) {
+        return NGX_ERROR;
+    }
+
+    cl = ngx_alloc_chain_link(r->pool);
+    if (cl == NULL) {
+        return NGX_ERROR;
+    }
+
+    cl->buf = b;
+    cl->next = NULL;
+
+    return ngx_http_next_body_filter(r, cl);
+}
