@@ -29,6 +29,12 @@
 #define NGX_HTTP_OIP_M_BUCKETS    11        /* the list below, and +Inf */
 #define NGX_HTTP_OIP_M_CACHE      7         /* $upstream_cache_status's */
 
+/* a family's HELP and TYPE lines, written at p */
+#define ngx_http_oip_head(name, type, help)                                   \
+    p = ngx_cpymem(p, "# HELP " name " " help "\n# TYPE " name " " type "\n", \
+                   sizeof("# HELP " name " " help "\n# TYPE " name " "        \
+                          type "\n") - 1)
+
 
 typedef struct {
     ngx_atomic_t               requests[NGX_HTTP_OIP_M_OUTCOMES]
@@ -36,9 +42,11 @@ typedef struct {
     ngx_atomic_t               rejections[NGX_HTTP_OIP_M_REASONS];
     ngx_atomic_t               bytes[2][2];       /* request, response;
                                                      json, binary */
-    ngx_atomic_t               hist[3][NGX_HTTP_OIP_M_BUCKETS];
-    ngx_atomic_t               hist_usec[3];      /* request, response;
-                                                     admission's queue */
+    ngx_atomic_t               hist[4][NGX_HTTP_OIP_M_BUCKETS];
+    ngx_atomic_t               hist_usec[4];      /* request, response;
+                                                     admission's queue;
+                                                     the first event */
+    ngx_atomic_t               events;
     ngx_atomic_t               answers[3];        /* converted, passed,
                                                      failed */
     ngx_atomic_t               cache[NGX_HTTP_OIP_M_CACHE];
@@ -119,13 +127,15 @@ static ngx_str_t  ngx_http_oip_m_admission[] = {
     ngx_string("expired")
 };
 
-/* the histograms: oip_conversion_seconds each way, oip_queue_seconds */
+/* the histograms: oip_conversion_seconds each way, oip_queue_seconds,
+ * oip_time_to_first_event_seconds */
 static const char  *ngx_http_oip_m_hist[] = {
-    "oip_conversion_seconds", "oip_conversion_seconds", "oip_queue_seconds"
+    "oip_conversion_seconds", "oip_conversion_seconds", "oip_queue_seconds",
+    "oip_time_to_first_event_seconds"
 };
 
 static const char  *ngx_http_oip_m_hist_label[] = {
-    ",direction=\"request\"", ",direction=\"response\"", ""
+    ",direction=\"request\"", ",direction=\"response\"", "", ""
 };
 
 static ngx_str_t  ngx_http_oip_m_answers[] = {
@@ -447,6 +457,11 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
         ngx_http_oip_metrics_observe(c, 1, ctx->vars.answer_usec);
     }
 
+    if (ctx->stream.events) {
+        ngx_http_oip_metrics_observe(c, 3, ctx->stream.first_usec);
+        (void) ngx_atomic_fetch_add(&c->events, ctx->stream.events);
+    }
+
     if (ctx->vars.answer) {
         (void) ngx_atomic_fetch_add(&c->answers[ctx->vars.answer - 1], 1);
 
@@ -582,7 +597,7 @@ ngx_http_oip_metrics_handler(ngx_http_request_t *r)
 
     size = 4096 + n * (NGX_HTTP_OIP_M_OUTCOMES * NGX_HTTP_OIP_M_CODES
                        + NGX_HTTP_OIP_M_REASONS
-                       + 4 + 3 * (NGX_HTTP_OIP_M_BUCKETS + 2) + 3
+                       + 4 + 4 * (NGX_HTTP_OIP_M_BUCKETS + 2) + 4
                        + NGX_HTTP_OIP_M_CACHE + NGX_HTTP_OIP_ADM_RESULTS + 3
                        + NGX_HTTP_OIP_SEQ_ENDS + 1)
                   * (128 + 4 * NGX_HTTP_OIP_M_NAME);
@@ -632,11 +647,6 @@ ngx_http_oip_metrics_write(u_char *p, ngx_http_oip_mzone_t *z, ngx_uint_t n)
 
     /* n blocks, as many as the buffer was sized for: one added since by
      * another worker is in the next scrape */
-
-#define ngx_http_oip_head(name, type, help)                                   \
-    p = ngx_cpymem(p, "# HELP " name " " help "\n# TYPE " name " " type "\n", \
-                   sizeof("# HELP " name " " help "\n# TYPE " name " "        \
-                          type "\n") - 1)
 
     ngx_http_oip_head("oip_requests_total", "counter",
                       "Infer requests seen, by outcome and status.");
@@ -766,8 +776,6 @@ ngx_http_oip_metrics_write(u_char *p, ngx_http_oip_mzone_t *z, ngx_uint_t n)
                         z->sh->lookups[k]);
     }
 
-#undef ngx_http_oip_head
-
     return p;
 }
 
@@ -842,11 +850,6 @@ ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
     f.z = z;
     f.n = n;
 
-#define ngx_http_oip_head(name, type, help)                                   \
-    p = ngx_cpymem(p, "# HELP " name " " help "\n# TYPE " name " " type "\n", \
-                   sizeof("# HELP " name " " help "\n# TYPE " name " "        \
-                          type "\n") - 1)
-
     ngx_http_oip_head("oip_admission_total", "counter",
                       "Infer requests under an admission budget, by result.");
 
@@ -871,6 +874,24 @@ ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
 
     for (i = 0; i < n; i++) {
         p = ngx_http_oip_metrics_histogram(p, &z->sh->slot[i], 2);
+    }
+
+    ngx_http_oip_head("oip_time_to_first_event_seconds", "histogram",
+                      "Time from a stream's request to its first event.");
+
+    for (i = 0; i < n; i++) {
+        p = ngx_http_oip_metrics_histogram(p, &z->sh->slot[i], 3);
+    }
+
+    ngx_http_oip_head("oip_stream_events_total", "counter",
+                      "Events sent to streams' clients.");
+
+    for (i = 0; i < n; i++) {
+        if (z->sh->slot[i].c.events) {
+            p = ngx_http_oip_metrics_start(p, "oip_stream_events_total",
+                                           &z->sh->slot[i]);
+            p = ngx_sprintf(p, "\"} %uA\n", z->sh->slot[i].c.events);
+        }
     }
 
     /* the gauges: with no zone (a runtime's 429s counted alone) none */
@@ -915,8 +936,6 @@ ngx_http_oip_metrics_admission(u_char *p, ngx_http_oip_mzone_t *z,
 
 done:
 
-#undef ngx_http_oip_head
-
     return p;
 }
 
@@ -936,11 +955,8 @@ ngx_http_oip_metrics_sequences(u_char *p, ngx_http_oip_mzone_t *z,
     ngx_http_oip_mslot_t  *s;
     ngx_http_oip_mfind_t   f;
 
-    p = ngx_cpymem(p, "# HELP oip_sequences_total Sequences whose pin "
-                   "ended, by how.\n# TYPE oip_sequences_total counter\n",
-                   sizeof("# HELP oip_sequences_total Sequences whose pin "
-                          "ended, by how.\n# TYPE oip_sequences_total "
-                          "counter\n") - 1);
+    ngx_http_oip_head("oip_sequences_total", "counter",
+                      "Sequences whose pin ended, by how.");
 
     for (i = 0; i < n; i++) {
         s = &z->sh->slot[i];

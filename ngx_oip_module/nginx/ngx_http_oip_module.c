@@ -228,6 +228,13 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       offsetof(ngx_http_oip_loc_conf_t, grpc_max_message),
       NULL },
 
+    { ngx_string("oip_stream_idle"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_msec_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, stream_idle),
+      NULL },
+
     { ngx_string("oip_thread_pool"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
       ngx_http_oip_thread_pool,
@@ -370,6 +377,7 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->grpc_typed = NGX_CONF_UNSET_UINT;
     conf->carrier = NGX_CONF_UNSET_UINT;
     conf->grpc_max_message = NGX_CONF_UNSET_SIZE;
+    conf->stream_idle = NGX_CONF_UNSET_MSEC;
     conf->thread_pool = NGX_CONF_UNSET_PTR;
     conf->thread_threshold = NGX_CONF_UNSET_SIZE;
     conf->admit = NGX_CONF_UNSET_PTR;
@@ -441,6 +449,12 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     /* gRPC servers' own default for the largest message they take */
     ngx_conf_merge_size_value(conf->grpc_max_message, prev->grpc_max_message,
                               4 * 1024 * 1024);
+
+    ngx_conf_merge_msec_value(conf->stream_idle, prev->stream_idle, 0);
+
+    if (ngx_http_oip_stream_check(cf, conf) != NGX_OK) {
+        return NGX_CONF_ERROR;
+    }
 
     /* below that, posting costs more than converting in the worker */
     ngx_conf_merge_ptr_value(conf->thread_pool, prev->thread_pool, NULL);

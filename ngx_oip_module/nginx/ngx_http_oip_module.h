@@ -126,6 +126,8 @@ typedef struct {
     ngx_uint_t             grpc_typed;      /* oip_grpc_contents typed */
     size_t                 grpc_max_message;
 
+    ngx_msec_t             stream_idle;     /* oip_stream_idle; 0: off */
+
     /* how the upstream is told the JSON header's length */
     ngx_uint_t             carrier;         /* oip_carrier_e */
 
@@ -226,9 +228,11 @@ typedef struct {
     size_t                 cap;
     ngx_chain_t           *free;        /* the events' buffers */
     ngx_chain_t           *busy;
-    ngx_uint_t             events;      /* sent */
+    ngx_uint_t             events;      /* sent, an error's included */
+    uint64_t               first_usec;  /* the request line to the first */
     ngx_uint_t             status;      /* an error before the first event:
                                            the answer's status */
+    ngx_event_t            idle;        /* oip_stream_idle */
     unsigned               opened:1;    /* its headers have gone */
 } ngx_http_oip_stream_t;
 
@@ -428,6 +432,11 @@ ngx_int_t ngx_http_oip_response_init(ngx_conf_t *cf);
 ngx_int_t ngx_http_oip_stream_init(ngx_conf_t *cf);
 ngx_uint_t ngx_http_oip_stream_opens(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+ngx_int_t ngx_http_oip_stream_check(ngx_conf_t *cf,
+    ngx_http_oip_loc_conf_t *conf);
+void ngx_http_oip_stream_start(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+void ngx_http_oip_stream_end_timer(ngx_http_oip_ctx_t *ctx);
 
 ngx_http_oip_ctx_t *ngx_http_oip_create_ctx(ngx_http_request_t *r);
 ngx_http_oip_ctx_t *ngx_http_oip_get_ctx(ngx_http_request_t *r);

@@ -149,8 +149,16 @@ ngx_http_oip_request_handler(ngx_http_request_t *r)
                        ctx->req.phase == NGX_HTTP_OIP_PHASE_READ
                        ? "still reading the body" : "body handled, passed on");
 
-        return (ctx->req.phase == NGX_HTTP_OIP_PHASE_READ) ? NGX_DONE
-                                                           : NGX_DECLINED;
+        if (ctx->req.phase == NGX_HTTP_OIP_PHASE_READ) {
+            return NGX_DONE;
+        }
+
+        if (ctx->req.stream && ctx->error.len == 0) {
+            /* it leaves: oip_stream_idle counts from here */
+            ngx_http_oip_stream_start(r, ctx);
+        }
+
+        return NGX_DECLINED;
     }
 
     /*

@@ -41,6 +41,9 @@ static ngx_int_t ngx_http_oip_stream_open(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_stream_refuse(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+static void ngx_http_oip_stream_idle(ngx_event_t *ev);
+static void ngx_http_oip_stream_rearm(ngx_http_oip_ctx_t *ctx,
+    ngx_msec_t idle);
 
 
 static ngx_http_output_header_filter_pt  ngx_http_next_header_filter;
@@ -52,6 +55,54 @@ static ngx_str_t  ngx_http_oip_cache_control = ngx_string("Cache-Control");
 static ngx_str_t  ngx_http_oip_no_cache = ngx_string("no-cache");
 static ngx_str_t  ngx_http_oip_accel = ngx_string("X-Accel-Buffering");
 static ngx_str_t  ngx_http_oip_no = ngx_string("no");
+
+
+/*
+ * oip_stream_idle must end a silent stream before nginx's own read
+ * timeout cuts it: below grpc_read_timeout or proxy_read_timeout, as the
+ * location's transport says (found by name: a module built without one
+ * of them still loads).
+ */
+
+ngx_int_t
+ngx_http_oip_stream_check(ngx_conf_t *cf, ngx_http_oip_loc_conf_t *conf)
+{
+    ngx_uint_t                 i;
+    const char                *name;
+    ngx_http_upstream_conf_t  *ucf;
+
+    if (conf->stream_idle == 0) {
+        return NGX_OK;
+    }
+
+    name = (conf->protocol == NGX_HTTP_OIP_PROTOCOL_GRPC)
+           ? "ngx_http_grpc_module" : "ngx_http_proxy_module";
+
+    for (i = 0; cf->cycle->modules[i]; i++) {
+        if (ngx_strcmp(cf->cycle->modules[i]->name, name) != 0) {
+            continue;
+        }
+
+        /* both modules' location configurations begin with it */
+        ucf = ngx_http_conf_get_module_loc_conf(cf, (*cf->cycle->modules[i]));
+
+        if (ucf && ucf->read_timeout != NGX_CONF_UNSET_MSEC
+            && conf->stream_idle >= ucf->read_timeout)
+        {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "oip_stream_idle %Mms is not below %s's "
+                               "read timeout, %Mms: the read timeout "
+                               "would cut a silent stream first",
+                               conf->stream_idle,
+                               (conf->protocol == NGX_HTTP_OIP_PROTOCOL_GRPC)
+                               ? "grpc_pass" : "proxy_pass",
+                               ucf->read_timeout);
+            return NGX_ERROR;
+        }
+    }
+
+    return NGX_OK;
+}
 
 
 ngx_int_t
@@ -98,8 +149,9 @@ ngx_http_oip_stream_opens(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 static ngx_int_t
 ngx_http_oip_stream_header_filter(ngx_http_request_t *r)
 {
-    size_t               i;
-    ngx_http_oip_ctx_t  *ctx;
+    size_t                    i;
+    ngx_http_oip_ctx_t       *ctx;
+    ngx_http_oip_loc_conf_t  *olcf;
 
     ctx = (r == r->main) ? ngx_http_oip_get_ctx(r) : NULL;
 
@@ -133,6 +185,13 @@ ngx_http_oip_stream_header_filter(ngx_http_request_t *r)
     ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM;
     r->allow_ranges = 0;
 
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    if (ctx->stream.idle.timer_set) {
+        /* the runtime's headers: something said */
+        ngx_http_oip_stream_rearm(ctx, olcf->stream_idle);
+    }
+
     ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: a stream: its headers wait for its first event");
 
@@ -143,10 +202,11 @@ ngx_http_oip_stream_header_filter(ngx_http_request_t *r)
 static ngx_int_t
 ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
 {
-    ngx_int_t            rc;
-    ngx_uint_t           last;
-    ngx_chain_t         *cl, *out, **ll;
-    ngx_http_oip_ctx_t  *ctx;
+    ngx_int_t                 rc;
+    ngx_uint_t                last;
+    ngx_chain_t              *cl, *out, **ll;
+    ngx_http_oip_ctx_t       *ctx;
+    ngx_http_oip_loc_conf_t  *olcf;
 
     ctx = (r == r->main) ? ngx_http_oip_get_ctx(r) : NULL;
 
@@ -166,12 +226,27 @@ ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         && r->upstream && r->upstream->peer.connection == NULL
         && ngx_http_oip_stream_lone_flush(in))
     {
-        /* the upstream failed or timed out mid-stream: nginx flushes
-         * and closes; the client is told first */
-        rc = ngx_http_oip_stream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
-                                       (u_char *) "upstream answer: cut "
-                                       "short, the upstream failed or timed "
-                                       "out", &ll);
+        /* the upstream failed or timed out mid-stream (or was, by
+         * oip_stream_idle): nginx flushes and closes; the client is told
+         * first */
+        rc = ngx_http_oip_stream_error(r, ctx,
+                                       ctx->stream.idle.timedout
+                                       ? NGX_HTTP_GATEWAY_TIME_OUT
+                                       : NGX_HTTP_BAD_GATEWAY,
+                                       ctx->stream.idle.timedout
+                                       ? (u_char *) "upstream answer: the "
+                                         "runtime sent nothing for "
+                                         "oip_stream_idle"
+                                       : (u_char *) "upstream answer: cut "
+                                         "short, the upstream failed or "
+                                         "timed out", &ll);
+
+    } else if (ctx->stream.idle.timer_set
+               && !ngx_http_oip_stream_lone_flush(in))
+    {
+        /* the runtime said something: the silence starts again */
+        olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+        ngx_http_oip_stream_rearm(ctx, olcf->stream_idle);
     }
 
     for (cl = in; cl; cl = cl->next) {
@@ -200,6 +275,10 @@ ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         if (ngx_http_oip_stream_end(r, ctx, &ll) != NGX_OK) {
             return NGX_ERROR;
         }
+    }
+
+    if (ctx->ans.phase == NGX_HTTP_OIP_ANS_STREAM_DONE) {
+        ngx_http_oip_stream_end_timer(ctx);
     }
 
     if (ctx->stream.status) {
@@ -400,7 +479,10 @@ ngx_http_oip_stream_message(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     ngx_destroy_pool(pool);
 
-    ctx->stream.events++;
+    if (ctx->stream.events++ == 0) {
+        ctx->stream.first_usec = ngx_http_oip_usec()
+                                 - ngx_http_oip_start_usec(r);
+    }
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: stream: event %ui, %uz bytes",
@@ -510,6 +592,8 @@ ngx_http_oip_stream_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     p += oip_json_escape(p, msg, len);
     b->last = ngx_cpymem(p, "\"}\n\n", 4);
     b->last_buf = 1;
+
+    ctx->stream.events++;
 
     return NGX_OK;
 }
@@ -646,4 +730,75 @@ ngx_http_oip_stream_refuse(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     cl->next = NULL;
 
     return ngx_http_next_body_filter(r, cl);
+}
+
+
+/*
+ * oip_stream_idle: the runtime has sent nothing for that long.  Its
+ * call ends as nginx ends one whose read timed out (the upstream's read
+ * handler, timedout set: "upstream timed out", the connection closed),
+ * and the body filter, seeing that end, tells the client why.
+ */
+
+static void
+ngx_http_oip_stream_idle(ngx_event_t *ev)
+{
+    ngx_connection_t    *c;
+    ngx_http_request_t  *r;
+
+    r = ev->data;
+
+    if (r->upstream == NULL || r->upstream->peer.connection == NULL) {
+        return;
+    }
+
+    ngx_log_error(NGX_LOG_INFO, ev->log, 0,
+                  "oip: the runtime sent nothing for oip_stream_idle: "
+                  "the stream ends");
+
+    c = r->upstream->peer.connection;
+    c->read->timedout = 1;
+    c->read->handler(c->read);
+}
+
+
+/* from now: ngx_add_timer() alone keeps a timer less than 300 ms off */
+
+static void
+ngx_http_oip_stream_rearm(ngx_http_oip_ctx_t *ctx, ngx_msec_t idle)
+{
+    ngx_del_timer(&ctx->stream.idle);
+    ngx_add_timer(&ctx->stream.idle, idle);
+}
+
+
+/* a stream's request leaves for its runtime: the silence starts */
+
+void
+ngx_http_oip_stream_start(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    if (olcf->stream_idle == 0 || ctx->stream.idle.timer_set
+        || ctx->stream.idle.timedout)
+    {
+        return;
+    }
+
+    ctx->stream.idle.handler = ngx_http_oip_stream_idle;
+    ctx->stream.idle.data = r;
+    ctx->stream.idle.log = r->connection->log;
+
+    ngx_add_timer(&ctx->stream.idle, olcf->stream_idle);
+}
+
+
+void
+ngx_http_oip_stream_end_timer(ngx_http_oip_ctx_t *ctx)
+{
+    if (ctx->stream.idle.timer_set) {
+        ngx_del_timer(&ctx->stream.idle);
+    }
 }

@@ -69,6 +69,7 @@ ngx_http_oip_create_ctx(ngx_http_request_t *r)
 static void
 ngx_http_oip_cleanup(void *data)
 {
+    ngx_http_oip_stream_end_timer(data);
     ngx_http_oip_admission_end(data);
 }
 

@@ -18,7 +18,8 @@ typedef enum {
     NGX_HTTP_OIP_VAR_ELEMENTS,
     NGX_HTTP_OIP_VAR_TENSOR_BYTES,
     NGX_HTTP_OIP_VAR_PRIORITY,
-    NGX_HTTP_OIP_VAR_TIMEOUT
+    NGX_HTTP_OIP_VAR_TIMEOUT,
+    NGX_HTTP_OIP_VAR_EVENTS
 } ngx_http_oip_var_count_e;
 
 
@@ -40,6 +41,10 @@ static ngx_int_t ngx_http_oip_var_admission(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
 static ngx_int_t ngx_http_oip_var_queue_time(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_first_event(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static ngx_int_t ngx_http_oip_var_seconds(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uint64_t usec, ngx_uint_t micro);
 static ngx_http_oip_ctx_t *ngx_http_oip_var_ctx(ngx_http_request_t *r);
 static u_char *ngx_http_oip_var_decimal(u_char *p, uint64_t n, size_t width);
 static void ngx_http_oip_var_str(ngx_http_variable_value_t *v, u_char *data,
@@ -107,6 +112,12 @@ static ngx_http_variable_t  ngx_http_oip_vars[] = {
 
     { ngx_string("oip_handover_time"), NULL, ngx_http_oip_var_queue_time, 1,
       NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_stream_events"), NULL, ngx_http_oip_var_count,
+      NGX_HTTP_OIP_VAR_EVENTS, NGX_HTTP_VAR_NOCACHEABLE, 0 },
+
+    { ngx_string("oip_first_event_time"), NULL,
+      ngx_http_oip_var_first_event, 0, NGX_HTTP_VAR_NOCACHEABLE, 0 },
 
       ngx_http_null_variable
 };
@@ -266,6 +277,9 @@ ngx_http_oip_var_count(ngx_http_request_t *r, ngx_http_variable_value_t *v,
     case NGX_HTTP_OIP_VAR_TIMEOUT:
         n = ctx->vars.timeout;
         break;
+    case NGX_HTTP_OIP_VAR_EVENTS:
+        n = ctx->stream.events;
+        break;
     default:
         n = ctx->vars.tensor_bytes;
     }
@@ -273,7 +287,8 @@ ngx_http_oip_var_count(ngx_http_request_t *r, ngx_http_variable_value_t *v,
     /* an absent priority; an absent timeout, or 0: none */
 
     if ((data == NGX_HTTP_OIP_VAR_PRIORITY && !ctx->vars.has_priority)
-        || (data == NGX_HTTP_OIP_VAR_TIMEOUT && n == 0))
+        || (data == NGX_HTTP_OIP_VAR_TIMEOUT && n == 0)
+        || (data == NGX_HTTP_OIP_VAR_EVENTS && !ctx->req.stream))
     {
         v->not_found = 1;
         return NGX_OK;
@@ -446,7 +461,6 @@ static ngx_int_t
 ngx_http_oip_var_queue_time(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uintptr_t data)
 {
-    u_char              *p, *q;
     uint64_t             usec;
     ngx_http_oip_ctx_t  *ctx;
 
@@ -473,19 +487,50 @@ ngx_http_oip_var_queue_time(ngx_http_request_t *r,
         usec = ctx->adm.queue_usec;
     }
 
+    return ngx_http_oip_var_seconds(r, v, usec, data);
+}
+
+
+/* from the request line to its stream's first event; empty without one */
+
+static ngx_int_t
+ngx_http_oip_var_first_event(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = ngx_http_oip_var_ctx(r);
+
+    if (ctx == NULL || ctx->stream.events == 0) {
+        v->not_found = 1;
+        return NGX_OK;
+    }
+
+    return ngx_http_oip_var_seconds(r, v, ctx->stream.first_usec, 0);
+}
+
+
+/* seconds: milliseconds as $request_time says, or (micro) microseconds */
+
+static ngx_int_t
+ngx_http_oip_var_seconds(ngx_http_request_t *r, ngx_http_variable_value_t *v,
+    uint64_t usec, ngx_uint_t micro)
+{
+    u_char  *p, *q;
+
     p = ngx_pnalloc(r->pool, NGX_INT64_LEN + 8);
     if (p == NULL) {
         return NGX_ERROR;
     }
 
-    if (!data) {
+    if (!micro) {
         usec = (usec + 500) / 1000 * 1000;
     }
 
     q = ngx_http_oip_var_decimal(p, usec / 1000000, 1);
     *q++ = '.';
-    q = data ? ngx_http_oip_var_decimal(q, usec % 1000000, 6)
-             : ngx_http_oip_var_decimal(q, usec % 1000000 / 1000, 3);
+    q = micro ? ngx_http_oip_var_decimal(q, usec % 1000000, 6)
+              : ngx_http_oip_var_decimal(q, usec % 1000000 / 1000, 3);
 
     ngx_http_oip_var_str(v, p, q - p);
 

@@ -34,8 +34,10 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import (GatewayTestCase, plain_only, run_tests, wait_for)
+from oiptest import (MODULE, GatewayTestCase, plain_only, run_tests,
+                     wait_for)
 from test_admission import h2_frame, h2_literal
+from test_examples import nginx_t
 
 URI = "/v2/models/identity/infer_stream"
 
@@ -94,6 +96,13 @@ class Streams(GatewayTestCase):
                 rewrite ^/raw(/.*)$ $1 break;
                 grpc_pass grpc://127.0.0.1:{rt};
             }}
+            location /idle/ {{
+                oip on;
+                oip_stream_idle 400ms;
+                grpc_read_timeout 5s;
+                rewrite ^/idle(/.*)$ $1 break;
+                grpc_pass grpc://127.0.0.1:{rt};
+            }}
             location /adm/ {{
                 oip on;
                 oip_admit zone=adm concurrency=4 queue=4 wait=5s;
@@ -106,7 +115,9 @@ class Streams(GatewayTestCase):
         """, http="""
             oip_metrics_zone zone=metrics:1m;
             oip_admission_zone zone=adm:1m;
-            log_format stream '$oip_model $status $oip_admission';
+            log_format stream '$oip_model $status $oip_admission '
+                              '$oip_stream_events $oip_first_event_time '
+                              '$request_time $request_uri';
         """, rt=cls.rt.port)
 
     def setUp(self):
@@ -203,6 +214,77 @@ class Streams(GatewayTestCase):
         self.assertEqual(len(evs), 1)
         self.assertEqual(self.values(evs[0], "OUTPUT0"), [1.5, 2.0])
         self.assertTrue(evs[0]["parameters"]["triton_final_response"])
+
+    def test_variables_and_metrics(self):
+        """$oip_stream_events, $oip_first_event_time (the first came
+        after 0.2 s, the last 0.2 s later), and the metrics."""
+        self.decoupled(responses=3, spacing=[0.2, 0, 0.3])
+        _, evs = self.events(path="/idle" + URI)
+        self.assertEqual([self.values(e, "INDEX") for e in evs],
+                         [[0], [1], [2]])
+        line = wait_for(lambda: [l for l in read(os.path.join(
+            self.ngx.dir, "stream.log")).splitlines()
+            if l.startswith("identity 200 - 3 ") and "/idle/" in l], bool)
+        self.assertEqual(len(line), 1, line)
+        _, _, _, events, first, total, _ = line[0].split()
+        self.assertEqual(events, "3")
+        self.assertGreaterEqual(float(first), 0.19)
+        self.assertGreaterEqual(float(total) - float(first), 0.29)
+        m = wait_for(lambda: self.ngx.request("GET", "/metrics")[2].decode(),
+                     lambda t: "oip_stream_events_total" in t)
+        self.assertRegex(m, r'oip_stream_events_total\{model="identity"\} '
+                         r'[1-9]\d*\n')
+        self.assertRegex(m, r'oip_time_to_first_event_seconds_count'
+                         r'\{model="identity"\} [1-9]\d*\n')
+        self.assertIn('oip_time_to_first_event_seconds_bucket{model='
+                      '"identity",le="0.5"}', m)
+
+    @plain_only
+    def test_idle_limit(self):
+        """oip_stream_idle 400ms: a silence after an event ends the stream
+        with an error event; before any, a JSON 504; events closer than
+        that pass."""
+        self.decoupled(responses=3, spacing=[0, 1])
+        _, evs = self.events(path="/idle" + URI)
+        self.assertEqual(len(evs), 2, evs)
+        self.assertEqual(evs[1], {"error": "upstream answer: the runtime "
+                                  "sent nothing for oip_stream_idle"})
+        self.cancelled()
+        self.decoupled(responses=3, spacing=1)
+        resp = self.stream(path="/idle" + URI)
+        out = resp.read()
+        self.assertEqual(resp.status, 504, out)
+        self.assertEqual(json.loads(out), {"error": "upstream answer: the "
+                                           "runtime sent nothing for "
+                                           "oip_stream_idle"})
+        # each silence shorter, the whole longer: the limit is a silence's
+        self.decoupled(responses=4, spacing=0.15)
+        _, evs = self.events(path="/idle" + URI)
+        self.assertEqual([self.values(e, "INDEX") for e in evs],
+                         [[0], [1], [2], [3]])
+
+    def test_idle_below_the_read_timeout(self):
+        for loc, msg in [
+                ("oip_stream_idle 5s; grpc_read_timeout 5s; grpc_pass "
+                 "grpc://127.0.0.1:1;", "oip_stream_idle 5000ms is not below "
+                 "grpc_pass's read timeout, 5000ms"),
+                ("oip_stream_idle 90s; proxy_pass http://127.0.0.1:1;",
+                 "oip_stream_idle 90000ms is not below proxy_pass's read "
+                 "timeout, 60000ms")]:
+            grpc = "grpc_pass" in loc
+            conf = ("load_module %s;\nevents {}\nhttp { server { listen "
+                    "127.0.0.1:1; location / { oip on; %s %s } } }\n"
+                    % (MODULE, "oip_upstream_protocol grpc;" if grpc else "",
+                       loc))
+            with self.subTest(loc=loc):
+                rc, err = nginx_t(conf)
+                self.assertNotEqual(rc, 0)
+                self.assertIn(msg, err)
+                rc, err = nginx_t(conf.replace("oip_stream_idle 5s",
+                                               "oip_stream_idle 4s")
+                                  .replace("oip_stream_idle 90s",
+                                           "oip_stream_idle 59s"))
+                self.assertEqual(rc, 0, err)
 
     # 2. errors
 
@@ -309,7 +391,7 @@ class Streams(GatewayTestCase):
                                                  "stream.log")),
                        lambda t: "cancelled" in t)
         # the 200 that began it, its client gone
-        self.assertIn("identity 200 cancelled\n", log)
+        self.assertRegex(log, r"identity 200 cancelled \d+ ")
         want = ('oip_admission_total{model="identity",result="cancelled"} '
                 '1')
         self.assertIn(want, wait_for(

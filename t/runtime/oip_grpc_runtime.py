@@ -164,7 +164,8 @@ Test hooks, HTTP/1.1 on --hook-port (default --port + 1; JSON in and out):
                               none     cleared
   PUT    /_test/decoupled/{m} m is decoupled (Triton's transaction policy):
                               {"responses": N (3), "spacing": S seconds
-                              between them (0), "error_after": k (an
+                              before each (0), or [S0, S1, ...] one an
+                              answer (the last for the rest), "error_after": k (an
                               error_message in the stream instead of
                               answer k, "error": its text), "status_after":
                               k (the stream ends with "code" and "message"
@@ -756,7 +757,10 @@ class Service:
                 continue
             n = plan["responses"]
             for k in range(n):
-                end = time.time() + plan["spacing"]
+                gap = plan["spacing"]
+                if isinstance(gap, list):
+                    gap = gap[k] if k < len(gap) else gap[-1]
+                end = time.time() + gap
                 while context.is_active() and time.time() < end:
                     time.sleep(min(0.005, max(0, end - time.time())))
                 if not context.is_active():
@@ -1166,9 +1170,12 @@ class Hooks(BaseHTTPRequestHandler):
                 raise ValueError("%s must be an integer >= 0" % key)
             return v
         spacing = doc.get("spacing", 0)
-        if isinstance(spacing, bool) or not isinstance(spacing, (int, float)) \
-                or spacing < 0:
-            raise ValueError("spacing must be a number of seconds >= 0")
+        for gap in spacing if isinstance(spacing, list) and spacing \
+                else [spacing]:
+            if isinstance(gap, bool) or not isinstance(gap, (int, float)) \
+                    or gap < 0:
+                raise ValueError("spacing must be a number of seconds >= 0,"
+                                 " or a list of them (one an answer)")
         plan = {"responses": count("responses", 3), "spacing": spacing,
                 "error_after": count("error_after"),
                 "error": str(doc.get("error", "the model failed")),
