@@ -53,7 +53,8 @@ const ngx_http_oip_transport_t  ngx_http_oip_grpc_transport = {
     0,                           /* passes: there is no REST upstream */
     0,                           /* carrier: the call is protobuf */
     1,                           /* subrequests: metadata is a call too */
-    1                            /* any_uri */
+    1,                           /* any_uri */
+    1                            /* messages: ModelStreamInfer's */
 };
 
 

@@ -20,6 +20,7 @@ static ngx_int_t ngx_http_oip_http_answer(ngx_http_request_t *r,
 
 
 static ngx_str_t  ngx_http_oip_http_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
+static ngx_str_t  ngx_http_oip_http_stream = ngx_string("/infer_stream");
 
 
 const ngx_http_oip_transport_t  ngx_http_oip_http_transport = {
@@ -34,7 +35,8 @@ const ngx_http_oip_transport_t  ngx_http_oip_http_transport = {
     1,                           /* passes: other paths are the runtime's */
     1,                           /* carrier */
     0,                           /* subrequests: metadata is REST already */
-    0                            /* any_uri */
+    0,                           /* any_uri */
+    0                            /* messages: the runtime's own events */
 };
 
 
@@ -47,11 +49,21 @@ ngx_http_oip_http_route(ngx_http_request_t *r, ngx_http_oip_route_t *rt)
 
     rt->rpc = OIP_RPC_MODEL_INFER;
 
-    if (ngx_http_oip_infer_uri(&r->uri, &rt->model, &rt->version) != NGX_OK) {
-        return NGX_HTTP_NOT_FOUND;
+    if (ngx_http_oip_infer_uri(&r->uri, &rt->model, &rt->version) == NGX_OK) {
+        return NGX_OK;
     }
 
-    return NGX_OK;
+    /* MLServer's: an infer request, its answers as the runtime's events */
+
+    if (ngx_http_oip_model_uri(&r->uri, &ngx_http_oip_http_stream,
+                               &rt->model, &rt->version)
+        == NGX_OK)
+    {
+        rt->stream = 1;
+        return NGX_OK;
+    }
+
+    return NGX_HTTP_NOT_FOUND;
 }
 
 

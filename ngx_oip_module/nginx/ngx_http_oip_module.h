@@ -234,6 +234,9 @@ typedef struct {
                                            the answer's status */
     ngx_event_t            idle;        /* oip_stream_idle */
     unsigned               opened:1;    /* its headers have gone */
+    unsigned               passing:1;   /* the runtime's own events */
+    unsigned               lf:1;        /* passing: the last byte was
+                                           a line feed */
 } ngx_http_oip_stream_t;
 
 
@@ -423,6 +426,10 @@ struct ngx_http_oip_transport_s {
     unsigned                  any_uri:1;     /* the URI becomes the call's:
                                                 every error is an infer
                                                 request's */
+    unsigned                  messages:1;    /* a stream's answer is gRPC
+                                                messages, each made an
+                                                event (else the runtime's
+                                                own events, passed on) */
 };
 
 

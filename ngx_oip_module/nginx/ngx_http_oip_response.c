@@ -354,7 +354,8 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
 
     if (!olcf->enable || r->error_page
         || r->headers_out.status != r->err_status
-        || ((ctx == NULL || !ctx->req.transport->any_uri)
+        || ((ctx == NULL
+             || !(ctx->req.transport->any_uri || ctx->req.stream))
             && (r->method != NGX_HTTP_POST
                 || ngx_http_oip_infer_uri(&r->uri, &model, &version)
                    != NGX_OK)))

@@ -25,6 +25,12 @@
 static ngx_int_t ngx_http_oip_stream_header_filter(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_stream_body_filter(ngx_http_request_t *r,
     ngx_chain_t *in);
+static ngx_int_t ngx_http_oip_stream_passing(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+static ngx_int_t ngx_http_oip_stream_pass(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, ngx_chain_t *in);
+static void ngx_http_oip_stream_count(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, u_char *p, u_char *last);
 static ngx_uint_t ngx_http_oip_stream_lone_flush(ngx_chain_t *in);
 static ngx_int_t ngx_http_oip_stream_gather(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char *p, size_t len, ngx_chain_t ***ll);
@@ -128,6 +134,7 @@ ngx_http_oip_stream_init(ngx_conf_t *cf)
 ngx_uint_t
 ngx_http_oip_stream_opens(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
+    ngx_str_t        *type;
     oip_header_t      v;
     ngx_table_elt_t  *status;
 
@@ -136,6 +143,15 @@ ngx_http_oip_stream_opens(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         || r->header_only || r->method == NGX_HTTP_HEAD)
     {
         return 0;
+    }
+
+    if (!ctx->req.transport->messages) {
+        /* an HTTP runtime's own events; another 200 is an answer */
+        type = &r->headers_out.content_type;
+
+        return type->len >= sizeof("text/event-stream") - 1
+               && ngx_strncasecmp(type->data, (u_char *) "text/event-stream",
+                                  sizeof("text/event-stream") - 1) == 0;
     }
 
     status = ngx_http_oip_header(&r->headers_out.headers,
@@ -161,6 +177,10 @@ ngx_http_oip_stream_header_filter(ngx_http_request_t *r)
         || !ngx_http_oip_stream_opens(r, ctx))
     {
         return ngx_http_next_header_filter(r);
+    }
+
+    if (!ctx->req.transport->messages) {
+        return ngx_http_oip_stream_passing(r, ctx);
     }
 
     /* every output as JSON: binary has no place in an event */
@@ -215,6 +235,10 @@ ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
                         && ctx->ans.phase != NGX_HTTP_OIP_ANS_STREAM_DONE))
     {
         return ngx_http_next_body_filter(r, in);
+    }
+
+    if (ctx->stream.passing) {
+        return ngx_http_oip_stream_pass(r, ctx, in);
     }
 
     out = NULL;
@@ -301,6 +325,143 @@ ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
                             &out, (ngx_buf_tag_t) &ngx_http_oip_stream_init);
 
     return rc;
+}
+
+
+/*
+ * An HTTP runtime's own events (MLServer's infer_stream): its answer
+ * passes as it comes, unbuffered whatever proxy_buffering says (the
+ * upstream looks at buffering only after the headers went through the
+ * filters), its events counted; a cut or a silence ends it with an
+ * error event, as a gRPC stream's.
+ */
+
+static ngx_int_t
+ngx_http_oip_stream_passing(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    r->upstream->buffering = 0;
+    r->allow_ranges = 0;
+
+    ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM_OPEN;
+    ctx->stream.passing = 1;
+    ctx->stream.opened = 1;
+
+    if (ctx->stream.idle.timer_set) {
+        olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+        ngx_http_oip_stream_rearm(ctx, olcf->stream_idle);
+    }
+
+    if (ngx_http_oip_header_push(&r->headers_out.headers,
+                                 &ngx_http_oip_accel, &ngx_http_oip_no)
+        == NULL)
+    {
+        return NGX_ERROR;
+    }
+
+    ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: the runtime's own events, passed unbuffered");
+
+    return ngx_http_next_header_filter(r);
+}
+
+
+static ngx_int_t
+ngx_http_oip_stream_pass(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    ngx_chain_t *in)
+{
+    ngx_int_t                 rc;
+    ngx_chain_t              *cl, *out, **ll;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    if (ctx->ans.phase == NGX_HTTP_OIP_ANS_STREAM_DONE) {
+        /* ended by an error event: the rest is dropped */
+        for (cl = in; cl; cl = cl->next) {
+            cl->buf->pos = cl->buf->last;
+        }
+
+        return NGX_OK;
+    }
+
+    if (r->upstream && r->upstream->peer.connection == NULL
+        && ngx_http_oip_stream_lone_flush(in))
+    {
+        out = NULL;
+
+        if (ngx_chain_add_copy(r->pool, &out, in) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        for (ll = &out; *ll; ll = &(*ll)->next) { /* void */ }
+
+        rc = ngx_http_oip_stream_error(r, ctx,
+                                       ctx->stream.idle.timedout
+                                       ? NGX_HTTP_GATEWAY_TIME_OUT
+                                       : NGX_HTTP_BAD_GATEWAY,
+                                       ctx->stream.idle.timedout
+                                       ? (u_char *) "upstream answer: the "
+                                         "runtime sent nothing for "
+                                         "oip_stream_idle"
+                                       : (u_char *) "upstream answer: cut "
+                                         "short, the upstream failed or "
+                                         "timed out", &ll);
+        if (rc != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        ngx_http_oip_stream_end_timer(ctx);
+
+        return ngx_http_next_body_filter(r, out);
+    }
+
+    for (cl = in; cl; cl = cl->next) {
+
+        if (ngx_buf_in_memory(cl->buf) && cl->buf->last > cl->buf->pos) {
+            ngx_http_oip_stream_count(r, ctx, cl->buf->pos, cl->buf->last);
+
+            if (ctx->stream.idle.timer_set) {
+                olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+                ngx_http_oip_stream_rearm(ctx, olcf->stream_idle);
+            }
+        }
+
+        if (cl->buf->last_buf) {
+            ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM_DONE;
+            ngx_http_oip_stream_end_timer(ctx);
+        }
+    }
+
+    return ngx_http_next_body_filter(r, in);
+}
+
+
+/* events end with an empty line: "\n\n", perhaps across two reads */
+
+static void
+ngx_http_oip_stream_count(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    u_char *p, u_char *last)
+{
+    u_char  *lf;
+
+    while (p < last) {
+        lf = ngx_strlchr(p, last, '\n');
+
+        if (lf == NULL) {
+            ctx->stream.lf = 0;
+            return;
+        }
+
+        /* a line feed right after one: an event ends */
+
+        if (lf == p && ctx->stream.lf && ctx->stream.events++ == 0) {
+            ctx->stream.first_usec = ngx_http_oip_usec()
+                                     - ngx_http_oip_start_usec(r);
+        }
+
+        ctx->stream.lf = 1;
+        p = lf + 1;
+    }
 }
 
 
@@ -565,7 +726,8 @@ ngx_http_oip_stream_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM_DONE;
 
-    if (ctx->stream.events == 0) {
+    if (ctx->stream.events == 0 && !ctx->stream.opened) {
+        /* its headers not sent yet */
         ctx->stream.status = status;
 
         ctx->error.data = ngx_pnalloc(r->pool, len);

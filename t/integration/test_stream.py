@@ -22,6 +22,11 @@ empty final answer), and counts the calls cancelled under it.
    HTTP/2 stream, mid-stream or while a unary call runs: the runtime
    sees its call cancelled; $oip_admission and the metrics say
    "cancelled".
+4. oip_stream_idle, $oip_stream_events, $oip_first_event_time and the
+   streams' metrics.
+5. An HTTP runtime's own infer_stream (MLServer's): validated and
+   converted as /infer is, its events passed as they come although
+   proxy_buffering is on, a cut or a silence told with an error event.
 """
 
 import http.client
@@ -38,6 +43,7 @@ from oiptest import (MODULE, GatewayTestCase, plain_only, run_tests,
                      wait_for)
 from test_admission import h2_frame, h2_literal
 from test_examples import nginx_t
+from test_signatures import Hooks
 
 URI = "/v2/models/identity/infer_stream"
 
@@ -426,6 +432,142 @@ class Streams(GatewayTestCase):
                                    for c in calls))
         s.close()
         self.cancelled()
+
+
+class NativeStreams(GatewayTestCase):
+    """An HTTP runtime's own infer_stream (the example runtime's MLServer
+    family): validated and converted as /infer is, its events passed as
+    they come although proxy_buffering is on, counted, a cut told."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rt = cls.start_runtime("mlserver")
+        cls.hooks = Hooks(cls.rt.port)
+        cls.ngx = cls.start_nginx("""
+            access_log {dir}/native.log native;
+
+            location /v2/ {{
+                oip on;
+                oip_upstream_inputs json;
+                oip_stream_idle 400ms;
+                proxy_buffering on;
+                proxy_pass http://127.0.0.1:{rt};
+            }}
+        """, http="""
+            log_format native '$oip_model $status $oip_stream_events '
+                              '$oip_first_event_time';
+        """, rt=cls.rt.port)
+
+    def setUp(self):
+        self.hooks.call("POST", "reset")
+
+    def streaming(self, **plan):
+        self.hooks.call("PUT", "streaming/identity", plan)
+
+    def stream(self, data=None, headers=None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.ngx.port,
+                                          timeout=30)
+        self.addCleanup(conn.close)
+        conn.request("POST", URI, body=body() if data is None else data,
+                     headers=headers or {})
+        return conn.getresponse()
+
+    def values(self, event, name):
+        return [o["data"] for o in event["outputs"] if o["name"] == name][0]
+
+    def test_events(self):
+        self.streaming(responses=3)
+        resp = self.stream()
+        self.assertEqual(resp.status, 200)
+        self.assertEqual(resp.getheader("Content-Type"),
+                         "text/event-stream; charset=utf-8")
+        evs = [e for _, e in read_events(resp)]
+        self.assertEqual([self.values(e, "INDEX") for e in evs],
+                         [[0], [1], [2]])
+        self.assertEqual(self.values(evs[0], "OUTPUT0"), [1.5, 2.0])
+        log = wait_for(lambda: read(os.path.join(self.ngx.dir,
+                                                 "native.log")),
+                       lambda t: "identity 200 3 " in t)
+        self.assertIn("identity 200 3 ", log)
+
+    @plain_only
+    def test_each_event_as_it_comes(self):
+        """proxy_buffering on: nginx would hold the events for its
+        buffers; the first is read long before the last is sent."""
+        self.streaming(responses=4, spacing=0.3)
+        resp = self.stream()
+        evs = read_events(resp)
+        self.assertEqual(len(evs), 4)
+        self.assertLess(evs[0][0] + 0.5, evs[-1][0])
+
+    def test_converted_and_validated(self):
+        """A binary request becomes JSON for MLServer; a bad one is
+        refused at the edge, never reaching the runtime."""
+        self.streaming(responses=2)
+        header = json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [2],
+             "parameters": {"binary_data_size": 8}}]}).encode()
+        resp = self.stream(header + struct.pack("<2f", 1.5, 2.0),
+                           {"Inference-Header-Content-Length":
+                            str(len(header))})
+        evs = [e for _, e in read_events(resp)]
+        self.assertEqual([self.values(e, "OUTPUT0") for e in evs],
+                         [[1.5, 2.0]] * 2)
+        before = self.hooks.infer("identity")
+        resp = self.stream(json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [3],
+             "data": [1, 2]}]}))
+        out = resp.read()
+        self.assertEqual(resp.status, 400, out)
+        self.assertIn("error", json.loads(out))
+        self.assertEqual(self.hooks.infer("identity"), before)
+
+    def test_not_streaming_one_event(self):
+        resp = self.stream()
+        evs = [e for _, e in read_events(resp)]
+        self.assertEqual(len(evs), 1)
+        self.assertEqual(self.values(evs[0], "OUTPUT0"), [1.5, 2.0])
+
+    def test_errors(self):
+        # before the first event: MLServer's plain-text 500, as JSON
+        conn = http.client.HTTPConnection("127.0.0.1", self.ngx.port,
+                                          timeout=30)
+        self.addCleanup(conn.close)
+        conn.request("POST", "/v2/models/nosuch/infer_stream", body=body())
+        r = conn.getresponse()
+        out = r.read()
+        self.assertEqual(r.status, 500, out)
+        self.assertEqual(json.loads(out), {"error": "Internal Server Error"})
+        # mid-stream: uvicorn closes the connection; the client is told
+        self.streaming(responses=4, fail_after=2)
+        evs = [e for _, e in read_events(self.stream())]
+        self.assertEqual(len(evs), 3, evs)
+        self.assertEqual(evs[2], {"error": "upstream answer: cut short, "
+                                  "the upstream failed or timed out"})
+
+    @plain_only
+    def test_idle(self):
+        self.streaming(responses=3, spacing=1)
+        resp = self.stream()
+        out = resp.read()
+        # its headers came at once, then nothing: an error event
+        self.assertEqual(resp.status, 200, out)
+        self.assertEqual(out, b'data: {"error":"upstream answer: the '
+                         b'runtime sent nothing for oip_stream_idle"}\n\n')
+
+    def test_client_leaves(self):
+        self.streaming(responses=100, spacing=0.05)
+        s = socket.create_connection(("127.0.0.1", self.ngx.port))
+        self.addCleanup(s.close)
+        data = body().encode()
+        s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Length: %d"
+                  b"\r\n\r\n%s" % (URI.encode(), len(data), data))
+        got = b""
+        while got.count(b"data: ") < 2:
+            got += s.recv(65536)
+        s.close()
+        self.assertEqual(wait_for(
+            lambda: self.hooks.counts()["gone"].get("identity", 0), bool), 1)
 
 
 if __name__ == "__main__":

@@ -165,9 +165,10 @@ Test hooks, HTTP/1.1 on --hook-port (default --port + 1; JSON in and out):
   PUT    /_test/decoupled/{m} m is decoupled (Triton's transaction policy):
                               {"responses": N (3), "spacing": S seconds
                               before each (0), or [S0, S1, ...] one an
-                              answer (the last for the rest), "error_after": k (an
-                              error_message in the stream instead of
-                              answer k, "error": its text), "status_after":
+                              answer (the last for the rest),
+                              "error_after": k (an error_message in the
+                              stream instead of answer k, "error": its
+                              text), "status_after":
                               k (the stream ends with "code" and "message"
                               in its trailers instead), "reset_after": k
                               (its connection shut down instead, as the

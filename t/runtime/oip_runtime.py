@@ -41,7 +41,9 @@ included, as their sources show them (docs/upstreams.md has the list):
             FP16 numbers are read, BF16 is not (500); outputs carry
             "parameters": {"content_type": "np"}; a model that fails is a
             text/plain 500 "Internal Server Error"; health answers are
-            empty 200s ("jsononly" is an alias, the name it had)
+            empty 200s ("jsononly" is an alias, the name it had);
+            infer_stream and generate_stream answer server-sent events
+            (/_test/streaming)
 
 Model metadata (GET /v2/models/{m}[/versions/{v}]), compact JSON, as each
 family writes it (docs/upstreams.md, "Model metadata", has the sources):
@@ -140,6 +142,17 @@ Test hooks, under /_test/, a path no runtime has (JSON in and out):
                                  default) is released silently; integer
                                  and string ids are distinct.  {"idle": 0}
                                  or DELETE: stateless again
+  PUT    /_test/streaming/{m}    {"responses": N, "spacing": S,
+                                 "fail_after": k} (mlserver): m streams,
+                                 MLServer's predict_stream: N answers to
+                                 infer_stream and generate_stream, S
+                                 seconds before each, each with an output
+                                 INDEX (INT32 [1], its number); the
+                                 connection closed instead of answer k;
+                                 DELETE: one answer again (predict_stream's
+                                 fallback)
+                                 (the counts' "gone": streams whose
+                                 client left before their end)
   GET    /_test/sequence_counts  {"m": {"<id as JSON>": n}}: per model, the
                                  infer requests of each sequence id it
                                  served (a stateful model's refusals not
@@ -161,7 +174,9 @@ import gzip
 import json
 import math
 import re
+import select
 import signal
+import socket
 import struct
 import sys
 import threading
@@ -578,11 +593,12 @@ class Runtime:
         with self.lock:
             self.models = dict(MODELS)
             self.faults = {}
-            self.counts = {"meta": {}, "infer": {}}
+            self.counts = {"meta": {}, "infer": {}, "gone": {}}
             self.services = {}
             self.arrivals = {}
             self.sequence_counts = {}
             self.sequences = {}      # model: {"idle": S, "active": {}}
+            self.streaming = {}      # model: {"responses", "spacing", ...}
         self.reset_marks()
 
     MARKS = ("now", "concurrent", "running_now", "running", "bytes_now",
@@ -1406,6 +1422,23 @@ class Handler(BaseHTTPRequestHandler):
                 else:
                     runtime.sequences.pop(name, None)
             return self.json_reply(200, {})
+        if what == ["streaming"] and name and self.command in ("PUT",
+                                                               "DELETE"):
+            plan = None
+            if self.command == "PUT":
+                plan = {"responses": doc.get("responses", 3),
+                        "spacing": doc.get("spacing", 0),
+                        "fail_after": doc.get("fail_after")}
+                if any(isinstance(v, bool) or not isinstance(v, (int, float))
+                       or v < 0 for v in plan.values() if v is not None):
+                    return self.error(400, "responses, spacing and "
+                                      "fail_after must be numbers >= 0")
+            with runtime.lock:
+                if plan:
+                    runtime.streaming[name] = plan
+                else:
+                    runtime.streaming.pop(name, None)
+            return self.json_reply(200, {})
         if what == ["models"] and name and self.command == "PUT":
             try:
                 inputs = self.signature_spec(doc, "inputs")
@@ -1556,6 +1589,9 @@ class Handler(BaseHTTPRequestHandler):
         if self.loose_infer():
             return
         model, tail, version = self.route()
+        if runtime.family == "mlserver" and model not in (None, "server") \
+                and tail in (["infer_stream"], ["generate_stream"]):
+            return self.infer_stream(model, version, body)
         if model in (None, "server") or tail != ["infer"]:
             return self.error(404, "Not Found")
         runtime.count("infer", model)
@@ -1584,6 +1620,83 @@ class Handler(BaseHTTPRequestHandler):
             out = zlib.compress(out)
             headers["Content-Encoding"] = "deflate"
         self.reply(200, out, headers)
+
+
+    def infer_stream(self, model, version, body):
+        """MLServer's infer_stream and generate_stream (rest/endpoints.py,
+        handlers/dataplane.py): an infer request in, server-sent events
+        out, "data: <answer>\\n\\n" each (rest/responses.py
+        ServerSentEvent), text/event-stream; charset=utf-8, chunked, no
+        Content-Length.  A model that does not stream answers once
+        (MLModel.predict_stream's fallback); one that does
+        (/_test/streaming) N times, spaced, each answer with an output
+        INDEX.  The model is looked up inside the stream's generator,
+        after Starlette began the answer: with gzip on (the default) an
+        error before the first event is a plain-text 500, after it the
+        connection is closed with no last chunk (uvicorn)."""
+        runtime = self.server.runtime
+        runtime.count("infer", model)
+        with runtime.lock:
+            plan = runtime.streaming.get(model)
+        try:
+            runtime.find(model, version)
+            out, _ = runtime.infer(model, self.headers, body, version,
+                                   self.flight)
+        except InferError:
+            return self.reply(500, b"Internal Server Error",
+                              {"Content-Type": "text/plain; charset=utf-8"})
+        doc = json.loads(out)
+        doc.setdefault("id", str(uuid.uuid4()))
+        n = plan["responses"] if plan else 1
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for k in range(n):
+            if plan:
+                if self.gone_within(plan["spacing"]):
+                    runtime.count("gone", model)
+                    self.close_connection = True
+                    return
+                if k == plan["fail_after"]:
+                    self.close_connection = True
+                    self.wfile.flush()
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                one = dict(doc, outputs=doc["outputs"] + [
+                    {"name": "INDEX", "datatype": "INT32", "shape": [1],
+                     "data": [k]}])
+            else:
+                one = doc
+            event = b"data: " + json.dumps(one, separators=(",", ":")) \
+                .encode() + b"\n\n"
+            try:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+                self.wfile.flush()
+            except OSError:
+                # the client went (uvicorn: the generator is closed)
+                runtime.count("gone", model)
+                self.close_connection = True
+                return
+        self.wfile.write(b"0\r\n\r\n")
+
+
+    def gone_within(self, seconds):
+        """Whether the client closed its connection in the next seconds
+        (uvicorn sees the disconnect as it comes, and cancels)."""
+        end = time.time() + seconds
+        while True:
+            left = end - time.time()
+            r, _, _ = select.select([self.connection], [], [],
+                                    max(0, min(left, 0.01)))
+            if r:
+                try:
+                    if not self.connection.recv(1, socket.MSG_PEEK):
+                        return True
+                except OSError:
+                    return True
+            if left <= 0:
+                return False
 
 
 class FrontendHandler(Handler):
