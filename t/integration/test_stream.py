@@ -434,6 +434,39 @@ class Streams(GatewayTestCase):
         self.cancelled()
 
 
+class NoStreams(GatewayTestCase):
+    """Upstreams that cannot stream: a JSON error, never a hang."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.grpc = cls.start_grpc_runtime(["--no-stream"])
+        cls.http = cls.start_runtime("triton")
+        cls.ngx = cls.start_nginx("""
+            location /grpc/ {{
+                oip on;
+                oip_upstream_protocol grpc;
+                rewrite ^/grpc(/.*)$ $1 break;
+                grpc_pass grpc://127.0.0.1:{g};
+            }}
+            location /v2/ {{
+                oip on;
+                proxy_pass http://127.0.0.1:{h};
+            }}
+        """, g=cls.grpc.port, h=cls.http.port)
+
+    def test_grpc_without_model_stream_infer(self):
+        """KServe's, OpenVINO's, TorchServe's servers: UNIMPLEMENTED."""
+        st, _, out = self.ngx.post("/grpc" + URI, body())
+        self.assertEqual(st, 501, out)
+        self.assertIn("error", json.loads(out))
+
+    def test_http_runtime_without_the_endpoint(self):
+        """Triton's HTTP front has no infer_stream: its 404, as JSON."""
+        st, _, out = self.ngx.post(URI, body())
+        self.assertEqual(st, 404, out)
+        self.assertIn("error", json.loads(out))
+
+
 class NativeStreams(GatewayTestCase):
     """An HTTP runtime's own infer_stream (the example runtime's MLServer
     family): validated and converted as /infer is, its events passed as

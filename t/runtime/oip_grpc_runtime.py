@@ -12,7 +12,8 @@ oip_runtime.py, the way Triton's gRPC frontend answers.
 
     oip_grpc_runtime.py --port 9001 [--hook-port 9002] [--host 127.0.0.1]
                         [--contents raw|typed] [--max-message BYTES]
-                        [--stubs DIR] [--keep N] [--verbose]
+                        [--stubs DIR] [--keep N] [--no-stream]
+                        [--verbose]
 
 The Python stubs are not kept in the repository: they are generated at
 start from the .proto, with Debian's protoc (protobuf-compiler) and
@@ -991,12 +992,13 @@ def write_golden_answer(resp, context):
     return data
 
 
-def handlers(service):
-    table = {
-        "ModelStreamInfer": grpc.stream_stream_rpc_method_handler(
+def handlers(service, streams=True):
+    table = {}
+    if streams:
+        table["ModelStreamInfer"] = grpc.stream_stream_rpc_method_handler(
             service.ModelStreamInfer,
             request_deserializer=pb.ModelInferRequest.FromString,
-            response_serializer=serialize)}
+            response_serializer=serialize)
     for method in METHODS:
         request_type = getattr(pb, method + "Request")
 
@@ -1256,6 +1258,9 @@ def main():
                     "temporary directory)")
     ap.add_argument("--keep", type=int, default=16,
                     help="how many calls /_test/received keeps")
+    ap.add_argument("--no-stream", action="store_true",
+                    help="no ModelStreamInfer, as KServe's, OpenVINO's "
+                    "and TorchServe's servers (grpc answers UNIMPLEMENTED)")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
 
@@ -1286,7 +1291,8 @@ def main():
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=32),
                          options=options)
     service = Service(state, 0, args.verbose)
-    server.add_generic_rpc_handlers((handlers(service),))
+    server.add_generic_rpc_handlers((handlers(service,
+                                              not args.no_stream),))
     try:
         port = server.add_insecure_port("%s:%d" % (args.host, args.port))
     except RuntimeError:
