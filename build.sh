@@ -259,6 +259,9 @@ do_bench() {
     phase "stateful sequences: two gateways, runtimes reloaded and killed"
     "$PY" "$ROOT/t/bench/bench_sequence.py" || rc=1
 
+    phase "streams: latency against the runtime direct, 1000 at once"
+    "$PY" "$ROOT/t/bench/bench_stream.py" || rc=1
+
     phase "instructions a 1 KB request costs (callgrind, about 15 minutes)"
     "$PY" "$ROOT/t/bench/bench_instructions.py" || rc=1
 

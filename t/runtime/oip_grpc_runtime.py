@@ -12,8 +12,8 @@ oip_runtime.py, the way Triton's gRPC frontend answers.
 
     oip_grpc_runtime.py --port 9001 [--hook-port 9002] [--host 127.0.0.1]
                         [--contents raw|typed] [--max-message BYTES]
-                        [--stubs DIR] [--keep N] [--no-stream]
-                        [--verbose]
+                        [--stubs DIR] [--keep N] [--workers N]
+                        [--no-stream] [--verbose]
 
 The Python stubs are not kept in the repository: they are generated at
 start from the .proto, with Debian's protoc (protobuf-compiler) and
@@ -173,7 +173,9 @@ Test hooks, HTTP/1.1 on --hook-port (default --port + 1; JSON in and out):
                               k (the stream ends with "code" and "message"
                               in its trailers instead), "reset_after": k
                               (its connection shut down instead, as the
-                              fault "reset"), "empty_final": bool
+                              fault "reset"), "stamp": bool (each answer
+                              says when it left, parameter sent_ns: the
+                              bench's clock), "empty_final": bool
                               (an empty last answer flagged
                               triton_final_response, as Triton sends when
                               the request asks with
@@ -715,12 +717,14 @@ class Service:
         id), which goes on; a cancelled call is counted: grpc may never
         resume a generator whose call went, so its end says it."""
         ended, recs = [], []
+        gone = threading.Event()
 
         def over():
+            gone.set()
             if not ended and recs:
                 self.cancelled(recs[-1])
         context.add_callback(over)
-        for one in self.stream_answers(requests, context, recs):
+        for one in self.stream_answers(requests, context, recs, gone):
             if one is None:
                 break
             yield one
@@ -730,7 +734,7 @@ class Service:
         if recs and recs[-1].get("abort"):
             context.abort(*recs[-1]["abort"])
 
-    def stream_answers(self, requests, context, recs):
+    def stream_answers(self, requests, context, recs, gone):
         """ModelStreamInfer's answers; None when the call is to end with
         a status (recs[-1]["abort"])."""
         for req in requests:
@@ -762,10 +766,9 @@ class Service:
                 gap = plan["spacing"]
                 if isinstance(gap, list):
                     gap = gap[k] if k < len(gap) else gap[-1]
-                end = time.time() + gap
-                while context.is_active() and time.time() < end:
-                    time.sleep(min(0.005, max(0, end - time.time())))
-                if not context.is_active():
+                # woken by the call's end, not polling: a thousand
+                # streams wait here at once in the bench
+                if (gap and gone.wait(gap)) or not context.is_active():
                     rec["cancelled"] = True
                     return
                 if k == plan.get("error_after"):
@@ -802,6 +805,8 @@ class Service:
                     o.contents.int_contents.append(k)
                 one.parameters["triton_final_response"].bool_param = (
                     k == n - 1 and not plan["empty_final"])
+                if plan["stamp"]:
+                    one.parameters["sent_ns"].int64_param = time.time_ns()
                 yield pb.ModelStreamInferResponse(infer_response=one)
             else:
                 rec["answer"] = {"code": "OK", "message": "%d responses" % n}
@@ -1184,7 +1189,8 @@ class Hooks(BaseHTTPRequestHandler):
                 "error": str(doc.get("error", "the model failed")),
                 "status_after": count("status_after"),
                 "reset_after": count("reset_after"),
-                "empty_final": bool(doc.get("empty_final", False))}
+                "empty_final": bool(doc.get("empty_final", False)),
+                "stamp": bool(doc.get("stamp", False))}
         if plan["status_after"] is not None:
             code = doc.get("code", "INTERNAL")
             try:
@@ -1258,6 +1264,8 @@ def main():
                     "temporary directory)")
     ap.add_argument("--keep", type=int, default=16,
                     help="how many calls /_test/received keeps")
+    ap.add_argument("--workers", type=int, default=32,
+                    help="threads serving calls: one per open stream")
     ap.add_argument("--no-stream", action="store_true",
                     help="no ModelStreamInfer, as KServe's, OpenVINO's "
                     "and TorchServe's servers (grpc answers UNIMPLEMENTED)")
@@ -1288,7 +1296,8 @@ def main():
     if args.max_message is not None:
         options += [("grpc.max_receive_message_length", args.max_message),
                     ("grpc.max_send_message_length", args.max_message)]
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32),
+    server = grpc.server(futures.ThreadPoolExecutor(
+                             max_workers=max(1, args.workers)),
                          options=options)
     service = Service(state, 0, args.verbose)
     server.add_generic_rpc_handlers((handlers(service,
