@@ -167,6 +167,10 @@ do_run() {
 
     "$PY" "$ROOT/t/runtime/oip_runtime.py" --port 8001 &
     rt=$!
+    # gRPC, for the streams: identity answers 5 times, 0.5 s apart
+    "$PY" "$ROOT/t/runtime/oip_grpc_runtime.py" --port 8002 \
+        --decoupled identity:5:0.5 &
+    rt="$rt $!"
     /usr/sbin/nginx -p "$dir/" -c "$ROOT/docs/examples/demo.conf" \
         -e "$dir/logs/error.log" \
         -g "load_module $BUILD/ngx_http_oip_module.so; daemon off;" &
@@ -182,7 +186,8 @@ do_run() {
     cat <<'EOT'
 
 The gateway listens on http://127.0.0.1:8000 (nginx + ngx_oip_module),
-in front of the example runtime on 127.0.0.1:8001 (Triton's rules).
+in front of the example runtime on 127.0.0.1:8001 (Triton's rules), and
+of the example gRPC runtime on 127.0.0.1:8002 for streams.
 Try, from another terminal:
 
 # a JSON request, sent on to the runtime as binary tensor data
@@ -201,11 +206,15 @@ curl -s http://127.0.0.1:8000/v2/models/identity/infer -d '{"inputs":[
 # the server's metadata, through the gateway
 curl -s http://127.0.0.1:8000/v2
 
+# a stream: each of a decoupled model's answers an event, as it comes
+curl -sN http://127.0.0.1:8000/v2/models/identity/infer_stream -d '{"inputs":[
+  {"name":"INPUT0","shape":[2],"datatype":"FP16","data":[0.5,2]}]}'
+
 # a bad request is stopped at the edge with a precise error
 curl -s -i http://127.0.0.1:8000/v2/models/simple/infer -d '{"inputs":[
   {"name":"INPUT0","shape":[1,16],"datatype":"INT32","data":[1,2,3]}]}'
 
-Ctrl-C stops both.
+Ctrl-C stops them all.
 EOT
     wait $ngx
 }

@@ -447,7 +447,7 @@ def documented():
     return out
 
 
-def runnable(text, runtime_port):
+def runnable(text, runtime_port, grpc_port=None):
     """A documented configuration, pointed at the example runtime and
     listening where the test says."""
     text = re.sub(r"load_module\s+\S+;", "load_module @MODULE@;", text)
@@ -459,7 +459,8 @@ def runnable(text, runtime_port):
     text = re.sub(r"proxy_pass http://[\w.-]+:\d+",
                   "proxy_pass http://127.0.0.1:%d" % runtime_port, text)
     text = re.sub(r"grpc_pass grpc://[\w.-]+:\d+",
-                  "grpc_pass grpc://127.0.0.1:%d" % runtime_port, text)
+                  "grpc_pass grpc://127.0.0.1:%d" % (grpc_port or runtime_port),
+                  text)
     if not re.search(r"^\s*http\s*{", text, re.M):
         # a snippet of location blocks
         text = ("http {\n server {\n  listen 127.0.0.1:@PORT@;\n%s }\n}\n"
@@ -527,8 +528,27 @@ class Documented(GatewayTestCase):
         self.assertGreaterEqual(len(cmds), 5)
         text = open(os.path.join(ROOT, "docs", "examples",
                                  "demo.conf")).read()
+        # the gRPC runtime for the streams, started as build.sh starts it
+        args = re.search(r"oip_grpc_runtime\.py\" --port 8002 \\\n\s*(.*) &",
+                         open(os.path.join(ROOT, "build.sh")).read())
+        grpc = self.start_grpc_runtime(args.group(1).split())
         ngx = self.start_nginx("", conf=runnable(text,
-                                                 self.rts["triton"].port))
+                                                 self.rts["triton"].port,
+                                                 grpc.port))
+        streams = re.findall(r"^curl -sN http://127\.0\.0\.1:8000(\S+) "
+                             r"-d '(.*?)'$", printed, re.M | re.S)
+        self.assertEqual(len(streams), 1)
+        n = int(re.search(r"--decoupled \w+:(\d+):", args.group(1))
+                .group(1))
+        for path, data in streams:
+            st, out = ngx.curl("-N", "-d", data, "{base}" + path)
+            self.assertEqual(st, 200, out)
+            evs = [json.loads(e[len(b"data: "):])
+                   for e in out.split(b"\n\n") if e]
+            self.assertEqual(len(evs), n, out)
+            sent = json.loads(data)["inputs"][0]["data"]
+            for e in evs:
+                self.assertEqual(e["outputs"][0]["data"], sent)
         for shows, path, data in cmds:
             with self.subTest(path=path, data=data[:40]):
                 if data:

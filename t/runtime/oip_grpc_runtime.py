@@ -13,7 +13,7 @@ oip_runtime.py, the way Triton's gRPC frontend answers.
     oip_grpc_runtime.py --port 9001 [--hook-port 9002] [--host 127.0.0.1]
                         [--contents raw|typed] [--max-message BYTES]
                         [--stubs DIR] [--keep N] [--workers N]
-                        [--no-stream] [--verbose]
+                        [--decoupled M:N:S] [--no-stream] [--verbose]
 
 The Python stubs are not kept in the repository: they are generated at
 start from the .proto, with Debian's protoc (protobuf-compiler) and
@@ -569,7 +569,7 @@ class State:
             self.typed = self.default_typed
             self.live = True
             self.ready = True
-            self.decoupled = {}
+            self.decoupled = dict(getattr(self, "default_decoupled", {}))
             self.cancelled = 0
 
     def record(self, rec):
@@ -1266,6 +1266,9 @@ def main():
                     help="how many calls /_test/received keeps")
     ap.add_argument("--workers", type=int, default=32,
                     help="threads serving calls: one per open stream")
+    ap.add_argument("--decoupled", action="append", default=[],
+                    metavar="M:N:S", help="m decoupled from the start: N "
+                    "answers S seconds apart (as PUT /_test/decoupled)")
     ap.add_argument("--no-stream", action="store_true",
                     help="no ModelStreamInfer, as KServe's, OpenVINO's "
                     "and TorchServe's servers (grpc answers UNIMPLEMENTED)")
@@ -1280,6 +1283,12 @@ def main():
             shutil.rmtree(stubs, ignore_errors=True)
 
     state = State(args.contents == "typed", max(1, args.keep))
+    state.default_decoupled = {}
+    for spec in args.decoupled:
+        name, n, gap = (spec.split(":") + ["3", "0"])[:3]
+        state.default_decoupled[name] = Hooks.decoupled(
+            {"responses": int(n), "spacing": float(gap)})
+    state.reset()
     hook_port = args.port + 1 if args.hook_port is None else args.hook_port
     try:
         hooks = ThreadingHTTPServer((args.host, hook_port), Hooks)
