@@ -13,7 +13,10 @@ answer stamped with the time it left the runtime (parameter sent_ns).
    byte to the first answer read; per-event delay: from its stamp to
    its reading.  The gateway's cost is the difference of the medians
    (and of the 99th percentiles) of the two ways.
-2. Many streams: OIP_STREAM_CONCURRENT (1000) streams at once through 2
+2. Cancellation: from a client's close to the runtime's seeing its call
+   end (its own count, polled), for a gRPC stream, a unary gRPC call
+   and an HTTP runtime's (MLServer's) stream.
+3. Many streams: OIP_STREAM_CONCURRENT (1000) streams at once through 2
    workers, 50 answers 200 ms apart each, read by one asyncio client:
    every stream must get its 50 events, each once and in order; the
    workers' RSS (the sum of VmRSS) while they are all open, minus the
@@ -22,6 +25,7 @@ answer stamped with the time it left the runtime (parameter sent_ns).
 Targets (issue 30):
     time to first event, gateway - direct, median <= 2 ms;
     per-event delay, gateway - direct: p50 <= 0.5 ms, p99 <= 2 ms;
+    a client's close cancels the runtime's call within 100 ms;
     many streams: 0 events lost or reordered; RSS per open stream
       <= 64 KB.
 The exit status says whether they held.
@@ -42,7 +46,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import GrpcRuntime, Nginx
+import urllib.request
+
+from oiptest import GrpcRuntime, Nginx, Runtime
 
 CONCURRENT = int(os.environ.get("OIP_STREAM_CONCURRENT", "1000"))
 EVENTS = int(os.environ.get("OIP_STREAM_EVENTS", "50"))
@@ -186,6 +192,96 @@ def latency():
     return held, t_diff, p50, p99, lines
 
 
+# 3. cancellation
+
+def cancel_latency():
+    """How long from a client's close to the runtime's seeing its call
+    end, for a gRPC stream, a unary gRPC call and an HTTP (MLServer)
+    stream: the median of 5 each, in ms (the runtime's count is polled
+    every millisecond or so)."""
+    grt = GrpcRuntime()
+    hrt = Runtime("mlserver")
+    ngx = None
+    out = {}
+    try:
+        ngx = Nginx("", conf="""
+worker_processes 1;
+pid @DIR@/nginx.pid;
+error_log @DIR@/error.log error;
+load_module @MODULE@;
+events { }
+http {
+    access_log off;
+    client_body_temp_path @DIR@/client_body;
+    server {
+        listen 127.0.0.1:@PORT@;
+        location /grpc/ {
+            oip on;
+            oip_upstream_protocol grpc;
+            rewrite ^/grpc(/.*)$ $1 break;
+            grpc_pass grpc://127.0.0.1:%d;
+        }
+        location /http/ {
+            oip on;
+            oip_upstream_inputs json;
+            rewrite ^/http(/.*)$ $1 break;
+            proxy_pass http://127.0.0.1:%d;
+        }
+    }
+}
+""" % (grt.port, hrt.port))
+        grt.hook("PUT", "/_test/decoupled/%s" % MODEL,
+                 {"responses": 1000, "spacing": 0.05})
+        hook = "http://127.0.0.1:%d/_test/" % hrt.port
+        urllib.request.urlopen(urllib.request.Request(
+            hook + "streaming/" + MODEL, method="PUT",
+            data=json.dumps({"responses": 1000, "spacing": 0.05})
+            .encode())).read()
+
+        def grpc_count():
+            return grt.hook("GET", "/_test/cancelled")["calls"]
+
+        def http_count():
+            with urllib.request.urlopen(hook + "counts") as r:
+                return json.loads(r.read())["gone"].get(MODEL, 0)
+
+        cases = [("gRPC stream", "/grpc" + URI, grpc_count, b"data: "),
+                 ("gRPC unary", "/grpc/v2/models/%s/infer" % MODEL,
+                  grpc_count, None),
+                 ("HTTP stream (MLServer)", "/http" + URI, http_count,
+                  b"data: ")]
+        for name, path, count, wait_for_data in cases:
+            times = []
+            for _ in range(5):
+                if wait_for_data is None:
+                    grt.hook("PUT", "/_test/fault",
+                             {"mode": "slow", "seconds": 30, "times": 1})
+                before = count()
+                s = socket.create_connection(("127.0.0.1", ngx.port))
+                data = BODY.encode()
+                s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\n"
+                          b"Content-Length: %d\r\n\r\n%s"
+                          % (path.encode(), len(data), data))
+                if wait_for_data:
+                    got = b""
+                    while wait_for_data not in got:
+                        got += s.recv(65536)
+                else:
+                    time.sleep(0.3)
+                start = time.time()
+                s.close()
+                while count() == before and time.time() - start < 5:
+                    time.sleep(0.001)
+                times.append((time.time() - start) * 1000)
+            out[name] = statistics.median(times)
+    finally:
+        if ngx:
+            ngx.stop()
+        grt.stop()
+        hrt.stop()
+    return out
+
+
 # 2. many streams
 
 def rss_kb(ngx):
@@ -285,6 +381,9 @@ def main():
     held1, t_diff, p50, p99, lines = latency()
     for line in lines:
         print(line)
+    cancels = cancel_latency()
+    print("a client's close to its runtime's call ended (median of 5): "
+          + ", ".join("%s %.1f ms" % kv for kv in cancels.items()))
     held2, per, lines = streams()
     for line in lines:
         print(line)
@@ -299,7 +398,10 @@ def main():
           % (CONCURRENT, "ok" if held2 else "MISSED"))
     print("  RSS per open stream %.1f KB (<= 64)                      %s"
           % (per, "ok" if per <= 64 else "MISSED"))
-    ok = held1 and held2 and per <= 64
+    late = max(cancels.values())
+    print("  cancelled within %.1f ms (<= 100)                       %s"
+          % (late, "ok" if late <= 100 else "MISSED"))
+    ok = held1 and held2 and per <= 64 and late <= 100
     print("all targets met" if ok else "SOME TARGETS MISSED")
     return 0 if ok else 1
 
