@@ -34,8 +34,10 @@ FAMILIES = {"oip_requests_total", "oip_rejections_total",
             "oip_signature_lookups_total", "oip_admission_total",
             "oip_queue_seconds", "oip_inflight_requests",
             "oip_inflight_bytes", "oip_queue_requests", "oip_sequences_total",
-            "oip_sequences_active"}
-HISTOGRAMS = {"oip_conversion_seconds", "oip_queue_seconds"}
+            "oip_sequences_active", "oip_time_to_first_event_seconds",
+            "oip_stream_events_total"}
+HISTOGRAMS = {"oip_conversion_seconds", "oip_queue_seconds",
+              "oip_time_to_first_event_seconds"}
 
 
 def simple(a, datatype="INT32", shape=(1, 16)):
@@ -84,9 +86,11 @@ class Operations(GatewayTestCase):
     @classmethod
     def setUpGateway(cls):
         cls.rt = cls.start_runtime("triton")
+        cls.grpc = cls.start_grpc_runtime(["--decoupled", "identity:3:0"])
         with open(os.path.join(EXAMPLES, "operations.conf")) as f:
             text = f.read()
-        cls.ngx = cls.start_nginx("", conf=runnable(text, cls.rt.port))
+        cls.ngx = cls.start_nginx("", conf=runnable(text, cls.rt.port,
+                                                    cls.grpc.port))
         # traffic of every kind the dashboard and the alerts show
         post = cls.ngx.post
         for _ in range(2):                     # a miss, then a hit
@@ -108,13 +112,20 @@ class Operations(GatewayTestCase):
                  "parameters": {"sequence_id": 5, "sequence_start": k == 0,
                                 "sequence_end": k == 1}}))
 
-        # the eight are counted in their log phase, after their answers
+        # a stream: a decoupled model's three answers as events
+        st, _, out = post("/v2/models/identity/infer_stream", json.dumps(
+            {"inputs": [{"name": "INPUT0", "datatype": "FP32",
+                         "shape": [1], "data": [1]}]}))
+        assert st == 200 and out.count(b"data: ") == 3, (st, out)
+
+        # the nine are counted in their log phase, after their answers
         def counted(text):
             return sum(s.value for fam in
                        text_string_to_metric_families(text)
                        for s in fam.samples
-                       if s.name == "oip_requests_total") >= 8 \
-                and "oip_sequences_total{" in text
+                       if s.name == "oip_requests_total") >= 9 \
+                and "oip_sequences_total{" in text \
+                and "oip_stream_events_total{" in text
 
         cls.scrape = wait_for(
             lambda: cls.ngx.request("GET", "/metrics")[2].decode(), counted)
