@@ -39,8 +39,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import (MODULE, GatewayTestCase, plain_only, run_tests,
-                     wait_for)
+from oiptest import (MODULE, GatewayTestCase, heavy, run_tests, wait_for)
 from test_admission import h2_frame, h2_literal
 from test_examples import nginx_t
 from test_signatures import Hooks
@@ -166,7 +165,7 @@ class Streams(GatewayTestCase):
         self.assertEqual([e["parameters"]["triton_final_response"]
                           for e in evs], [False] * 4 + [True])
 
-    @plain_only
+    @heavy
     def test_each_event_as_it_comes(self):
         """Spaced 0.3 s: the first is read long before the last is sent
         (the gateway holds nothing back)."""
@@ -245,7 +244,7 @@ class Streams(GatewayTestCase):
         self.assertIn('oip_time_to_first_event_seconds_bucket{model='
                       '"identity",le="0.5"}', m)
 
-    @plain_only
+    @heavy
     def test_idle_limit(self):
         """oip_stream_idle 400ms: a silence after an event ends the stream
         with an error event; before any, a JSON 504; events closer than
@@ -523,7 +522,7 @@ class NativeStreams(GatewayTestCase):
                        lambda t: "identity 200 3 " in t)
         self.assertIn("identity 200 3 ", log)
 
-    @plain_only
+    @heavy
     def test_each_event_as_it_comes(self):
         """proxy_buffering on: nginx would hold the events for its
         buffers; the first is read long before the last is sent."""
@@ -578,7 +577,7 @@ class NativeStreams(GatewayTestCase):
         self.assertEqual(evs[2], {"error": "upstream answer: cut short, "
                                   "the upstream failed or timed out"})
 
-    @plain_only
+    @heavy
     def test_idle(self):
         self.streaming(responses=3, spacing=1)
         resp = self.stream()
