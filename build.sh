@@ -167,9 +167,10 @@ do_run() {
 
     "$PY" "$ROOT/t/runtime/oip_runtime.py" --port 8001 &
     rt=$!
-    # gRPC, for the streams: identity answers 5 times, 0.5 s apart
+    # gRPC, for the streams: identity and identity_fp32 answer 5 times,
+    # 0.3 s apart
     "$PY" "$ROOT/t/runtime/oip_grpc_runtime.py" --port 8002 \
-        --decoupled identity:5:0.5 &
+        --decoupled identity:5:0.3 --decoupled identity_fp32:5:0.3 &
     rt="$rt $!"
     /usr/sbin/nginx -p "$dir/" -c "$ROOT/docs/examples/demo.conf" \
         -e "$dir/logs/error.log" \
@@ -209,6 +210,9 @@ curl -s http://127.0.0.1:8000/v2
 # a stream: each of a decoupled model's answers an event, as it comes
 curl -sN http://127.0.0.1:8000/v2/models/identity/infer_stream -d '{"inputs":[
   {"name":"INPUT0","shape":[2],"datatype":"FP16","data":[0.5,2]}]}'
+
+# generate_stream, which the gRPC runtime does not have: emulated
+curl -sN http://127.0.0.1:8000/v2/models/identity_fp32/generate_stream -d '{"INPUT0":[0.5,2]}'
 
 # a bad request is stopped at the edge with a precise error
 curl -s -i http://127.0.0.1:8000/v2/models/simple/infer -d '{"inputs":[

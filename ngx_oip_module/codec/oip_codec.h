@@ -433,6 +433,18 @@ int oip_stream_process(oip_result_t *res, const oip_alloc_t *a,
     size_t len, oip_event_e *ev);
 
 /*
+ * The generate extension, emulated (oip_generate.c): a generate request
+ * made the infer request it stands for (res->segs, JSON), mapped by
+ * opt->signature's inputs as Triton maps it; 400 for what does not fit.
+ * And an infer answer (JSON, every output's data in it) made the
+ * generate answer; 502 for an answer that cannot be read.
+ */
+int oip_generate_request(oip_result_t *res, const oip_alloc_t *a,
+    const oip_options_t *opt, const uint8_t *body, size_t len);
+int oip_generate_answer(oip_result_t *res, const oip_alloc_t *a,
+    const oip_options_t *opt, const uint8_t *json, size_t len);
+
+/*
  * An upstream's error answer to an infer request, in the protocol's
  * shape.  Returns 0 when the body is {"error": string} already (it goes
  * as it is), else 1 with res->error holding what the body says as one

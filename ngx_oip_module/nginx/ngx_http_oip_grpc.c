@@ -128,6 +128,12 @@ ngx_http_oip_grpc_route(ngx_http_request_t *r, ngx_http_oip_route_t *rt)
     {
         *rpc = OIP_RPC_MODEL_METADATA;
 
+    } else if (ngx_http_oip_generate_route(r, rt) == NGX_OK) {
+        /* emulated: ModelInfer, or ModelStreamInfer for generate_stream */
+        if (rt->generate != NGX_HTTP_OIP_GEN_EMULATE) {
+            return NGX_HTTP_NOT_FOUND;
+        }
+
     } else {
         type = r->headers_in.content_type;
 

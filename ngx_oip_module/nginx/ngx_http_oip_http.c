@@ -63,7 +63,7 @@ ngx_http_oip_http_route(ngx_http_request_t *r, ngx_http_oip_route_t *rt)
         return NGX_OK;
     }
 
-    return NGX_HTTP_NOT_FOUND;
+    return ngx_http_oip_generate_route(r, rt);
 }
 
 

@@ -73,6 +73,13 @@ static ngx_conf_enum_t  ngx_http_oip_protocols[] = {
 };
 
 
+static ngx_conf_enum_t  ngx_http_oip_generates[] = {
+    { ngx_string("native"), NGX_HTTP_OIP_GENERATE_NATIVE },
+    { ngx_string("emulate"), NGX_HTTP_OIP_GENERATE_EMULATE },
+    { ngx_null_string, 0 }
+};
+
+
 static ngx_conf_enum_t  ngx_http_oip_grpc_contents[] = {
     { ngx_string("raw"), 0 },
     { ngx_string("typed"), 1 },
@@ -206,6 +213,13 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       NGX_HTTP_LOC_CONF_OFFSET,
       offsetof(ngx_http_oip_loc_conf_t, protocol),
       &ngx_http_oip_protocols },
+
+    { ngx_string("oip_generate"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, generate),
+      &ngx_http_oip_generates },
 
     { ngx_string("oip_grpc_contents"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
@@ -378,6 +392,7 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->carrier = NGX_CONF_UNSET_UINT;
     conf->grpc_max_message = NGX_CONF_UNSET_SIZE;
     conf->stream_idle = NGX_CONF_UNSET_MSEC;
+    conf->generate = NGX_CONF_UNSET_UINT;
     conf->thread_pool = NGX_CONF_UNSET_PTR;
     conf->thread_threshold = NGX_CONF_UNSET_SIZE;
     conf->admit = NGX_CONF_UNSET_PTR;
@@ -441,6 +456,20 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     conf->transport = (conf->protocol == NGX_HTTP_OIP_PROTOCOL_GRPC)
                       ? &ngx_http_oip_grpc_transport
                       : &ngx_http_oip_http_transport;
+
+    /* what runs today keeps running: emulation needs the signatures */
+    ngx_conf_merge_uint_value(conf->generate, prev->generate,
+                              NGX_HTTP_OIP_GENERATE_NATIVE);
+
+    if (conf->enable && conf->generate == NGX_HTTP_OIP_GENERATE_EMULATE
+        && conf->sig_zone == NULL)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "\"oip_generate emulate\" "
+                           "needs oip_signatures in the location: a "
+                           "generate request is mapped by its model's "
+                           "inputs");
+        return NGX_CONF_ERROR;
+    }
 
     ngx_conf_merge_uint_value(conf->grpc_typed, prev->grpc_typed, 0);
     ngx_conf_merge_uint_value(conf->carrier, prev->carrier,

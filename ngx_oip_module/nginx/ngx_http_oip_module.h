@@ -34,6 +34,14 @@
 #define NGX_HTTP_OIP_PROTOCOL_HTTP     0
 #define NGX_HTTP_OIP_PROTOCOL_GRPC     1
 
+/* oip_generate, and what a route made of a generate call */
+#define NGX_HTTP_OIP_GENERATE_NATIVE   0
+#define NGX_HTTP_OIP_GENERATE_EMULATE  1
+
+#define NGX_HTTP_OIP_GEN_NONE          0     /* not a generate call */
+#define NGX_HTTP_OIP_GEN_PASS          1     /* the runtime's own, passed */
+#define NGX_HTTP_OIP_GEN_EMULATE       2     /* made an infer call */
+
 
 /* how its model's signature was found, for the metrics */
 #define NGX_HTTP_OIP_LOOKUP_HIT        1
@@ -122,6 +130,7 @@ typedef struct {
 
     /* oip_upstream_protocol: the transport, its table */
     ngx_uint_t             protocol;        /* NGX_HTTP_OIP_PROTOCOL_* */
+    ngx_uint_t             generate;        /* NGX_HTTP_OIP_GENERATE_* */
     const ngx_http_oip_transport_t  *transport;
     ngx_uint_t             grpc_typed;      /* oip_grpc_contents typed */
     size_t                 grpc_max_message;
@@ -180,7 +189,12 @@ typedef struct {
     void                  *sequence;    /* the balancer's data for it
                                            (sequence.c), or NULL */
     unsigned               sequence_lost:1; /* its runtime is gone */
-    unsigned               stream:1;    /* an infer_stream call */
+    unsigned               stream:1;    /* an infer_stream call, or a
+                                           generate_stream one */
+    unsigned               generate:2;  /* NGX_HTTP_OIP_GEN_* */
+    u_char                *gen_body;    /* emulated: the infer request */
+    size_t                 gen_len;
+    oip_seg_t              gen_seg;
     unsigned               refetched:1; /* no second refetch */
     unsigned               misfit:1;    /* refused by the signature */
     unsigned               sub:1;       /* a signature fetch's own */
@@ -397,6 +411,7 @@ typedef struct {
     ngx_str_t                 version;   /* empty: none in the URI */
     unsigned                  stream:1;  /* infer_stream: its answers as
                                             events */
+    unsigned                  generate:2;  /* NGX_HTTP_OIP_GEN_* */
 } ngx_http_oip_route_t;
 
 struct ngx_http_oip_transport_s {
@@ -498,6 +513,22 @@ extern const ngx_http_oip_transport_t  ngx_http_oip_http_transport;
 extern const ngx_http_oip_transport_t  ngx_http_oip_grpc_transport;
 void ngx_http_oip_grpc_hide(ngx_list_t *list);
 
+/* generate and generate_stream (ngx_http_oip_generate.c) */
+ngx_int_t ngx_http_oip_generate_route(ngx_http_request_t *r,
+    ngx_http_oip_route_t *rt);
+ngx_int_t ngx_http_oip_generate_request(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_framing_t *framing, u_char **body,
+    size_t *len);
+void ngx_http_oip_generate_made(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
+ngx_int_t ngx_http_oip_generate_target(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
+ngx_int_t ngx_http_oip_generate_json(ngx_http_request_t *r,
+    ngx_pool_t *pool, oip_result_t *res, const u_char *src, size_t len,
+    ngx_uint_t event);
+ngx_int_t ngx_http_oip_generate_answer(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
+
 /* the variables (ngx_http_oip_variables.c) */
 ngx_int_t ngx_http_oip_variables_add(ngx_conf_t *cf);
 uint64_t ngx_http_oip_usec(void);
@@ -580,6 +611,8 @@ char *ngx_http_oip_sequence(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 u_char *ngx_http_oip_sequence_lost(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 ngx_int_t ngx_http_oip_sequence_lose(ngx_http_request_t *r);
+ngx_int_t ngx_http_oip_sequence_gone(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, char *error);
 void ngx_http_oip_sequence_sum(ngx_shm_zone_t *shm_zone,
     ngx_int_t (*found)(void *data, u_char *model, size_t len), void *data,
     uint64_t *active);

@@ -228,6 +228,15 @@ ngx_http_oip_route(ngx_http_request_t *r, ngx_http_oip_loc_conf_t *olcf)
     ctx->version = rt.version;
     ctx->req.rpc = rt.rpc;
     ctx->req.stream = rt.stream;
+    ctx->req.generate = rt.generate;
+
+    if (rt.generate == NGX_HTTP_OIP_GEN_PASS) {
+        /* the runtime's own generate_stream: its body is its business,
+         * its events pass as they come */
+        ctx->req.phase = NGX_HTTP_OIP_PHASE_PASSED;
+        ngx_http_oip_stream_start(r, ctx);
+        return NGX_DECLINED;
+    }
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: %s transport, model \"%V\"", tr->name, &ctx->model);
@@ -451,6 +460,14 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         return ngx_http_oip_rpc(r, ctx);
     }
 
+    if (ctx->req.generate == NGX_HTTP_OIP_GEN_EMULATE) {
+        /* the infer request a generate request stands for, processed */
+        rc = ngx_http_oip_generate_request(r, ctx, &framing, &body, &len);
+        if (rc != NGX_OK) {
+            return rc;
+        }
+    }
+
     /* converted here, or in a thread: NGX_BUSY, the request parked */
 
     run.r = r;
@@ -607,12 +624,18 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         res->manage = 1;
     }
 
+    if (ctx->req.generate == NGX_HTTP_OIP_GEN_EMULATE) {
+        ngx_http_oip_generate_made(r, ctx, res);
+    }
+
     ctx->ans.wish = res->wish;
     ctx->ans.manage = res->manage;
 
     if (ngx_http_oip_body_out(r, res) != NGX_OK
         || (ctx->req.transport->target
-            && ctx->req.transport->target(r, ctx) != NGX_OK))
+            && ctx->req.transport->target(r, ctx) != NGX_OK)
+        || (ctx->req.generate == NGX_HTTP_OIP_GEN_EMULATE
+            && ngx_http_oip_generate_target(r, ctx) != NGX_OK))
     {
         return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
                                  OIP_REASON_OTHER, "out of memory");

@@ -45,8 +45,6 @@ static void ngx_http_oip_convert_resume(ngx_http_request_t *r,
     ngx_int_t rc);
 static ngx_int_t ngx_http_oip_finish_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
-static ngx_int_t ngx_http_oip_sequence_gone(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx);
 static ngx_int_t ngx_http_oip_overloaded(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_result_t *res);
 static ngx_int_t ngx_http_oip_answer_error(ngx_http_request_t *r,
@@ -581,7 +579,6 @@ ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 static ngx_int_t
 ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
-    ngx_int_t       gone;
     oip_result_t    res;
     oip_framing_t   framing;
 
@@ -611,12 +608,10 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
             return NGX_ERROR;
         }
 
-        if (res.reason == OIP_REASON_SEQUENCE_START) {
-            gone = ngx_http_oip_sequence_gone(r, ctx);
-
-            if (gone != NGX_DECLINED) {
-                return gone;
-            }
+        if (res.reason == OIP_REASON_SEQUENCE_START
+            && ngx_http_oip_sequence_gone(r, ctx, res.error) == NGX_ERROR)
+        {
+            return NGX_ERROR;
         }
 
         return ngx_http_oip_answer_error(r, ctx, (u_char *) res.error,
@@ -744,6 +739,13 @@ ngx_http_oip_answered(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ctx->vars.answer_bytes = res->tensor_bytes;
     ctx->vars.answer_form = res->out_form;
 
+    if (ctx->req.generate == NGX_HTTP_OIP_GEN_EMULATE
+        && ngx_http_oip_generate_answer(r, ctx, res) != NGX_OK)
+    {
+        return ngx_http_oip_answer_failed(r, ctx, NGX_HTTP_BAD_GATEWAY,
+                                          res->error);
+    }
+
     return ngx_http_oip_send(r, ctx, res);
 }
 
@@ -778,10 +780,13 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     }
 
     if (res.reason == OIP_REASON_SEQUENCE_START) {
-        gone = ngx_http_oip_sequence_gone(r, ctx);
+        gone = ngx_http_oip_sequence_gone(r, ctx, res.error);
 
         if (gone != NGX_DECLINED) {
-            return gone;
+            return (gone == NGX_OK)
+                   ? ngx_http_oip_answer_error(r, ctx, (u_char *) res.error,
+                                               ngx_strlen(res.error))
+                   : NGX_ERROR;
         }
     }
 
@@ -828,37 +833,6 @@ ngx_http_oip_overloaded(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     }
 
     return NGX_OK;
-}
-
-
-/*
- * The runtime does not know the request's sequence (Triton's "must
- * specify the START flag"): it was placed where it never started, or it
- * idled out there.  Behind oip_sequence: the documented 503, and the
- * sequence lost until it starts anew; elsewhere (NGX_DECLINED) the
- * runtime's answer as it is.
- */
-
-static ngx_int_t
-ngx_http_oip_sequence_gone(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
-{
-    u_char  *msg;
-
-    if (!ctx->vars.has_sequence || ctx->vars.sequence_start
-        || ngx_http_oip_sequence_lose(r) != NGX_OK)
-    {
-        return NGX_DECLINED;
-    }
-
-    msg = ngx_http_oip_sequence_lost(r, ctx);
-    if (msg == NULL) {
-        return NGX_ERROR;
-    }
-
-    r->headers_out.status = NGX_HTTP_SERVICE_UNAVAILABLE;
-    ngx_str_null(&r->headers_out.status_line);
-
-    return ngx_http_oip_answer_error(r, ctx, msg, ngx_strlen((char *) msg));
 }
 
 

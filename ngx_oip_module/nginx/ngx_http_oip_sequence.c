@@ -1029,3 +1029,35 @@ ngx_http_oip_sequence_lost(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     return p;
 }
+
+
+/*
+ * The runtime's START-flag 400 to a sequence's request that does not
+ * start it: the sequence is lost, and the answer is the documented 503,
+ * its words in error (OIP_ERROR_LEN).  NGX_DECLINED: not a sequence's.
+ */
+
+ngx_int_t
+ngx_http_oip_sequence_gone(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    char *error)
+{
+    u_char  *msg;
+
+    if (!ctx->vars.has_sequence || ctx->vars.sequence_start
+        || ngx_http_oip_sequence_lose(r) != NGX_OK)
+    {
+        return NGX_DECLINED;
+    }
+
+    msg = ngx_http_oip_sequence_lost(r, ctx);
+    if (msg == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_cpystrn((u_char *) error, msg, OIP_ERROR_LEN);
+
+    r->headers_out.status = NGX_HTTP_SERVICE_UNAVAILABLE;
+    ngx_str_null(&r->headers_out.status_line);
+
+    return NGX_OK;
+}

@@ -620,6 +620,19 @@ ngx_http_oip_stream_message(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         break;
     }
 
+    if (ctx->req.generate == NGX_HTTP_OIP_GEN_EMULATE) {
+        /* each answer a generate answer */
+        rc = ngx_http_oip_generate_json(r, pool, &res, NULL, 0, 0);
+
+        if (rc != NGX_OK) {
+            rc = (rc == NGX_ERROR) ? NGX_ERROR
+                 : ngx_http_oip_stream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
+                                             (u_char *) res.error, ll);
+            ngx_destroy_pool(pool);
+            return rc;
+        }
+    }
+
     size = sizeof("data: ") - 1 + res.body_len + 2;
 
     b = ngx_http_oip_stream_buf(r, ctx, size, ll);

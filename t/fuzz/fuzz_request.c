@@ -24,7 +24,9 @@
  *             metadata JSON, two bytes of length (little-endian) first
  *             bit 7: oip_signature_coerce on
  *   c[3..6]   the IHCL value, little-endian
- *   c[7]      raw datatype: c[7] % 16 (14 and 15: unknown ones)
+ *   c[7]      raw datatype: c[7] % 16 (14 and 15: unknown ones); bit
+ *             7: with a signature, the body is a generate request: the
+ *             infer request oip_generate_request() makes goes on
  *   c[8]      raw rank: 1 + (c[8] & 3); the -1 at (c[8] >> 2) & 7, if
  *             below the rank; bits 5-6: the name (3: not UTF-8);
  *             bit 7: dims as chosen for BYTES too (else "1")
@@ -173,7 +175,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     arena_t        arena;
     const u_char     *c, *body;
     oip_options_t     opt;
-    oip_result_t      req;
+    u_char           *made;
+    oip_result_t      req, gen;
     oip_encoding_e    enc;
     oip_digest_t      dg;
     oip_raw_input_t   raw;
@@ -245,6 +248,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     arena_init(&arena, &alloc);
+    made = NULL;
 
     if (c[2] & 0x40) {
         opt.signature = fz_signature(&alloc, &body, &len);
@@ -254,6 +258,30 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     ihcl = fz_ihcl(c[2], c + 3, len);
+
+    if ((c[7] & 0x80) && opt.signature) {
+        /* a generate request: the infer request it makes goes on */
+
+        oip_generate_request(&gen, &alloc, &opt, body, len);
+
+        fz_assert(gen.status == 0 || gen.status == 400 || gen.status == 413
+                  || gen.status == 500, "a generate request's status");
+        fz_error_check(gen.status, gen.error, gen.reason == OIP_REASON_NONE
+                       && gen.status ? OIP_REASON_OTHER : gen.reason);
+
+        if (gen.status != 0) {
+            arena_destroy(&arena);
+            return 0;
+        }
+
+        fz_segs_check(gen.segs, gen.nsegs, gen.body_len, gen.body_len);
+
+        body = fz_flatten(gen.segs, gen.nsegs, gen.body_len);
+        len = gen.body_len;
+        made = (u_char *) body;
+        ihcl = -1;
+        enc = OIP_ENC_NONE;
+    }
 
     sum = 0;
 
@@ -300,6 +328,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_request_refeed(&req, &opt);
     }
 
+    free(made);
     arena_destroy(&arena);
 
     return 0;

@@ -5,7 +5,8 @@
  * libFuzzer target: oip_response_process() on any upstream answer, for a
  * client wish and options taken from the first bytes.  Beyond the
  * sanitizers: the status set, the error text, the segments, and that a
- * rewritten answer is a fixed point for the same wish.
+ * rewritten answer is a fixed point for the same wish.  The same bytes
+ * go through oip_generate_answer() too (the generate extension).
  *
  * The input: a config of FZ_RESP_CONFIG bytes, then the body.
  *
@@ -163,6 +164,20 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (resp.status == 0 && resp.rewritten) {
         fz_response_refeed(&resp, &opt, &wish);
+    }
+
+    /* the same bytes as an infer answer to make a generate answer of */
+
+    oip_generate_answer(&resp, &alloc, &opt, p, len);
+
+    fz_assert(resp.status == 0 || resp.status == 502
+              || (resp.status == 500 && arena.failed),
+              "a generate answer's unexpected status");
+    fz_error_check(resp.status, resp.error, resp.reason == OIP_REASON_NONE
+                   && resp.status ? OIP_REASON_OTHER : resp.reason);
+
+    if (resp.status == 0) {
+        fz_segs_check(resp.segs, resp.nsegs, resp.body_len, resp.body_len);
     }
 
     arena_destroy(&arena);

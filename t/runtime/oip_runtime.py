@@ -23,7 +23,9 @@ frontends, which carry the JSON's length in the Content-Type
 included, as their sources show them (docs/upstreams.md has the list):
   triton    a listed output is binary if its binary_data is true; without
             an outputs list, binary_data_output decides for all of them;
-            a null where an object, array or string belongs is refused
+            a null where an object, array or string belongs is refused;
+            generate and generate_stream as Triton maps them (counted in
+            /_test/counts "generate")
   kserve    (0.15) as Triton for outputs (kserve#5907: listed outputs
             ignore binary_data_output), no raw binary; JSON answers write
             null for every member without a value (id, model_version,
@@ -593,7 +595,8 @@ class Runtime:
         with self.lock:
             self.models = dict(MODELS)
             self.faults = {}
-            self.counts = {"meta": {}, "infer": {}, "gone": {}}
+            self.counts = {"meta": {}, "infer": {}, "gone": {},
+                           "generate": {}}
             self.services = {}
             self.arrivals = {}
             self.sequence_counts = {}
@@ -1592,6 +1595,10 @@ class Handler(BaseHTTPRequestHandler):
         if runtime.family == "mlserver" and model not in (None, "server") \
                 and tail in (["infer_stream"], ["generate_stream"]):
             return self.infer_stream(model, version, body)
+        if runtime.family == "triton" and model not in (None, "server") \
+                and tail in (["generate"], ["generate_stream"]):
+            return self.generate(model, version, body,
+                                 tail == ["generate_stream"])
         if model in (None, "server") or tail != ["infer"]:
             return self.error(404, "Not Found")
         runtime.count("infer", model)
@@ -1680,6 +1687,139 @@ class Handler(BaseHTTPRequestHandler):
                 return
         self.wfile.write(b"0\r\n\r\n")
 
+
+    def generate(self, model, version, body, stream):
+        """Triton's generate extension (http_server.cc HandleGenerate,
+        ConvertGenerateRequest, ExactMappingInput, ExactMappingOutput):
+        each key (those inside "parameters" too) an input when the model
+        has one by that name, else a request parameter; an input's
+        values a scalar or an array (nested ones flattened, counted by
+        the outer one), typed by the metadata, its shape the metadata's
+        with the innermost -1 taking what fixed dimensions leave and
+        other -1 at 1; the answer every output at the top level (one
+        element unwrapped), id when not empty, model_name,
+        model_version, the response parameters, keys in byte order.
+        TritonJson's failures are 500s, as there."""
+        runtime = self.server.runtime
+
+        def fail(status, message):
+            raise InferError(message, status)
+
+        def convert(doc, meta, inputs, params, nested):
+            for k, v in doc.items():
+                if k == "parameters" and not nested:
+                    if k in meta:
+                        fail(400, "Keyword 'parameters' for nested schema "
+                             "also given as input tensor name")
+                    if not isinstance(v, dict):
+                        fail(500, "Expected JSON object for keyword: "
+                             "'parameters': attempt to access JSON "
+                             "non-object as object")
+                    try:
+                        convert(v, meta, inputs, params, True)
+                    except InferError as e:
+                        fail(e.status, "Converting keyword: 'parameters': "
+                             + str(e))
+                elif k in meta:
+                    inputs.append(tensor(k, v, meta[k]))
+                elif isinstance(v, (str, int, float)):
+                    params[k] = v
+                else:
+                    fail(400, "parameter '%s' has invalid type. It should be "
+                         "either 'int', 'bool', or 'string'." % k)
+
+        def leaves(v):
+            if isinstance(v, list):
+                for x in v:
+                    yield from leaves(x)
+            else:
+                yield v
+
+        def tensor(name, v, spec):
+            dt, shape = spec["datatype"], list(spec["shape"])
+            count = len(v) if isinstance(v, list) else 1
+            values = list(leaves(v))
+            kinds = {"BOOL": (bool,), "BYTES": (str,)}
+            for x in values:
+                if dt in kinds:
+                    ok = isinstance(x, kinds[dt])
+                elif dt.startswith("FP"):
+                    ok = isinstance(x, (int, float)) and \
+                        not isinstance(x, bool)
+                else:
+                    ok = isinstance(x, int) and not isinstance(x, bool) \
+                        and (x >= 0 or not dt.startswith("UINT"))
+                if not ok:
+                    fail(500, "Unable to parse 'data': attempt to access "
+                         "JSON non-%s" % {"BOOL": "boolean as boolean",
+                                          "BYTES": "string as string"}.get(
+                                              dt, "number as double"))
+            if len(values) != count:
+                fail(500, "Unable to parse 'data': Shape does not match "
+                     "true shape of 'data' field")
+            left = count
+            for d in reversed(shape):
+                if d != -1:
+                    if d == 0 or left % d:
+                        fail(400, "The schema can not convert input '%s' to "
+                             "tensor with proper shape" % name)
+                    left //= d
+            for i in reversed(range(len(shape))):
+                if shape[i] == -1:
+                    shape[i], left = left, 1
+            if left != 1:
+                fail(400, "The schema can not convert input '%s' to tensor "
+                     "with proper shape" % name)
+            return {"name": name, "datatype": dt, "shape": shape,
+                    "data": values}
+
+        def answer(out):
+            doc = json.loads(out)
+            gen = {}
+            for k, v in sorted((doc.get("parameters") or {}).items()):
+                gen.setdefault(k, v)
+            for o in doc.get("outputs", []):
+                data = list(leaves(o["data"]))
+                gen.setdefault(o["name"], data[0] if len(data) == 1
+                               else data)
+            if doc.get("id"):
+                gen["id"] = doc["id"]
+            gen["model_name"] = doc["model_name"]
+            gen["model_version"] = doc.get("model_version") or "1"
+            return json.dumps(dict(sorted(gen.items())),
+                              separators=(",", ":")).encode()
+
+        try:
+            m = runtime.find(model, version)
+            meta = {t["name"]: t for t in
+                    runtime.metadata(model, m, version)["inputs"]}
+            try:
+                doc = json.loads(body)
+            except ValueError as e:
+                fail(500, "failed to parse the request JSON buffer: %s" % e)
+            if not isinstance(doc, dict):
+                fail(500, "attempt to get members for non-object")
+            rid = doc.get("id")
+            if rid is not None and not isinstance(rid, str):
+                fail(500, "Unable to parse 'id': attempt to access JSON "
+                     "non-string as string")
+            inputs, params = [], {}
+            convert(doc, meta, inputs, params, False)
+            req = {"inputs": inputs}
+            if rid:
+                req["id"] = rid
+            out, _ = runtime.infer(model, {}, json.dumps(req).encode(),
+                                   version, self.flight)
+            runtime.count("generate", model)
+            data = answer(out)
+        except InferError as e:
+            return self.answer(e)
+        if not stream:
+            return self.reply(200, data, {"Content-Type": "application/json"})
+        event = b"data: " + data + b"\n\n"
+        self.reply(200, event, {
+            "Content-Type": "text/event-stream; charset=utf-8",
+            "Transfer-Encoding": "chunked"})
 
     def gone_within(self, seconds):
         """Whether the client closed its connection in the next seconds

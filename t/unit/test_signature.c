@@ -620,6 +620,150 @@ test_raw(void)
 }
 
 
+/* generate (oip_generate.c): the infer request a generate one makes */
+
+static void
+gen_req(const oip_signature_t *s, const char *body, const char *want,
+    const char *what)
+{
+    char           got[1024];
+    u_char        *all;
+    size_t         len;
+    oip_result_t   res;
+    oip_options_t  o;
+
+    memset(&o, 0, sizeof(oip_options_t));
+    o.signature = s;
+    o.model = (const u_char *) "m";
+    o.model_len = 1;
+    o.max_depth = 64;
+    o.max_tensor_size = 1 << 20;
+
+    if (oip_generate_request(&res, &sig_alloc, &o, (const u_char *) body,
+                             strlen(body))
+        != 0)
+    {
+        snprintf(got, sizeof(got), "%d %s", res.status, res.error);
+
+    } else {
+        all = flatten(res.segs, res.nsegs, res.body_len, &len);
+        snprintf(got, sizeof(got), "%.*s", (int) len, (char *) all);
+        free(all);
+    }
+
+    if (!ok(strcmp(got, want) == 0, "generate request: %s", what)) {
+        diag("got  %s", got);
+        diag("want %s", want);
+    }
+}
+
+
+static void
+gen_ans(const char *json, const char *want, const char *what)
+{
+    char           got[1024];
+    u_char        *all;
+    size_t         len;
+    oip_result_t   res;
+    oip_options_t  o;
+
+    memset(&o, 0, sizeof(oip_options_t));
+    o.max_depth = 64;
+
+    if (oip_generate_answer(&res, &sig_alloc, &o, (const u_char *) json,
+                            strlen(json))
+        != 0)
+    {
+        snprintf(got, sizeof(got), "%d %s", res.status, res.error);
+
+    } else {
+        all = flatten(res.segs, res.nsegs, res.body_len, &len);
+        snprintf(got, sizeof(got), "%.*s", (int) len, (char *) all);
+        free(all);
+    }
+
+    if (!ok(strcmp(got, want) == 0, "generate answer: %s", what)) {
+        diag("got  %s", got);
+        diag("want %s", want);
+    }
+}
+
+
+#define GEN                                                                   \
+    "{\"name\":\"m\",\"inputs\":["                                            \
+    "{\"name\":\"PROMPT\",\"datatype\":\"BYTES\",\"shape\":[-1,1]},"      \
+    "{\"name\":\"K\",\"datatype\":\"INT32\",\"shape\":[-1,-1]},"          \
+    "{\"name\":\"P\",\"datatype\":\"FP32\",\"shape\":[2,-1]},"            \
+    "{\"name\":\"U\",\"datatype\":\"UINT8\",\"shape\":[3]},"              \
+    "{\"name\":\"B\",\"datatype\":\"BOOL\",\"shape\":[1]}],"              \
+    "\"outputs\":[]}"
+
+static void
+test_generate(void)
+{
+    oip_signature_t  *s;
+
+    s = sig(GEN);
+
+    gen_req(s, "{\"PROMPT\":\"hi\",\"id\":\"q\",\"temperature\":0.5}",
+            "{\"id\":\"q\",\"inputs\":[{\"name\":\"PROMPT\",\"datatype\":"
+            "\"BYTES\",\"data\":[\"hi\"],\"shape\":[1,1]}],\"parameters\":"
+            "{\"id\":\"q\",\"temperature\":0.5}}",
+            "an input, the id (a parameter too), a parameter");
+    gen_req(s, "{\"parameters\":{\"K\":[1,2,3],\"top\":true}}",
+            "{\"inputs\":[{\"name\":\"K\",\"datatype\":\"INT32\",\"data\":"
+            "[1,2,3],\"shape\":[1,3]}],\"parameters\":{\"top\":true}}",
+            "an input inside parameters; the innermost -1 takes the count");
+    gen_req(s, "{\"P\":[[1],[2.5],[3],[4]]}",
+            "{\"inputs\":[{\"name\":\"P\",\"datatype\":\"FP32\",\"data\":"
+            "[1,2.5,3,4],\"shape\":[2,2]}]}",
+            "nested arrays flattened; a fixed dimension divides the count");
+    gen_req(s, "{\"P\":[1,2,3]}",
+            "400 generate: input 'P' of model 'm' cannot take 3 values: its "
+            "shape is [2,-1]", "a count the shape cannot take");
+    gen_req(s, "{\"U\":[1,-2,3]}",
+            "400 generate: input 'U' of model 'm' is UINT8: each value must "
+            "be an integer >= 0", "a negative unsigned");
+    gen_req(s, "{\"B\":1}",
+            "400 generate: input 'B' of model 'm' is BOOL: each value must "
+            "be true or false", "a number for a boolean");
+    gen_req(s, "{\"K\":[[1,2]]}",
+            "400 generate: input 'K' has 2 values in an array of 1",
+            "more leaves than the outer array holds");
+    gen_req(s, "{\"K\":1,\"K2\":null}",
+            "400 parameter 'K2' has invalid type. It should be either "
+            "'int', 'bool', or 'string'.", "a null parameter");
+    gen_req(s, "{\"parameters\":{\"K\":1,\"parameters\":{}}}",
+            "400 parameter 'parameters' has invalid type. It should be "
+            "either 'int', 'bool', or 'string'.",
+            "parameters inside parameters: an object parameter");
+    gen_req(s, "{\"B\":true,\"B\":false}",
+            "400 generate: input 'B' is given twice", "an input twice");
+    gen_req(s, "{}", "{\"inputs\":[]}",
+            "nothing: the signature check says what is missing");
+
+    gen_ans("{\"model_name\":\"m\",\"model_version\":\"1\",\"id\":\"q\","
+            "\"parameters\":{\"z\":1,\"OUT\":\"p\"},\"outputs\":["
+            "{\"name\":\"OUT\",\"datatype\":\"BYTES\",\"shape\":[1,1],"
+            "\"data\":[[\"a\"]]},{\"name\":\"V\",\"datatype\":\"FP32\","
+            "\"shape\":[2],\"data\":[1.0,2.0]},{\"name\":\"E\",\"datatype\":"
+            "\"INT8\",\"shape\":[0],\"data\":[]}]}",
+            "{\"E\":[],\"OUT\":\"p\",\"V\":[1.0,2.0],\"id\":\"q\","
+            "\"model_name\":\"m\",\"model_version\":\"1\",\"z\":1}",
+            "keys in byte order, one element unwrapped, a parameter before "
+            "an output of its name");
+    gen_ans("{\"model_name\":\"m\",\"id\":\"\",\"model_version\":null,"
+            "\"outputs\":[{\"name\":\"x\",\"data\":[1]}]}",
+            "{\"model_name\":\"m\",\"x\":1}",
+            "an empty id and a null version are none");
+    gen_ans("[1]", "502 the answer is not a JSON object",
+            "not an answer");
+    gen_ans("{\"outputs\":[{\"name\":\"x\"}]}",
+            "502 an output without its name or its data as JSON",
+            "an output without data");
+}
+
+
 int
 main(void)
 {
@@ -629,6 +773,7 @@ main(void)
     test_check();
     test_coerce();
     test_raw();
+    test_generate();
 
     arena_destroy(&sig_arena);
 
