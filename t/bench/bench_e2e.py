@@ -14,6 +14,9 @@ response at once, so that the gateway is what is measured):
     listed    the same, the client listing its output: the answer is
               held and read, to drop outputs it did not list (what
               reading answers under keep costs)
+    generated the same values as a generate request, oip_generate
+              emulate (by the signature) to /infer, the answer made a
+              generate answer
     signed    keep, with oip_signatures: each request checked against
               its model's signature, from the zone (fetched once)
     binary    oip on; oip_upstream_inputs binary: JSON tensors converted
@@ -323,6 +326,12 @@ def fp32_json(size, seed, outputs=""):
                                   outputs)).encode()
 
 
+def as_generate(infer_json):
+    """An fp32_json() request as the generate request of the same values"""
+    start = infer_json.index(b'"data":') + len(b'"data":')
+    return b'{"INPUT0":' + infer_json[start:infer_json.rindex(b"}]")] + b"}"
+
+
 def wrk_script(body_file, extra=""):
     """A wrk script POSTing the file's bytes; extra: more Lua."""
     script = body_file + (".steady.lua" if extra else ".lua")
@@ -408,6 +417,10 @@ def main():
             ("signed", "oip on (keep), signatures",
              "oip on; oip_max_json_size 64m; "
              "oip_signatures /_oip_meta zone=models;"),
+            ("generated", "generate emulated, signatures",
+             "oip on; oip_max_json_size 64m; oip_generate emulate; "
+             "oip_signatures /_oip_meta zone=models; "
+             "rewrite ^(/v2/models/[^/]+)/infer$ $1/generate break;"),
             ("logged", "keep, access log",
              "oip on; oip_max_json_size 64m; "
              "access_log @DIR@/plain.log plain buffer=64k flush=1s;"),
@@ -428,7 +441,8 @@ def main():
             ("digested", "binary, $oip_digest logged",
              "oip on; oip_upstream_inputs binary; oip_max_json_size 64m; "
              "access_log @DIR@/digest.log digest buffer=64k flush=1s;")]
-    extra_http = {"signed": SIGNED_HTTP, "logged": LOGGED_HTTP,
+    extra_http = {"signed": SIGNED_HTTP, "generated": SIGNED_HTTP,
+                  "logged": LOGGED_HTTP,
                   "admitted": "oip_admission_zone zone=adm:1m;",
                   "operated": OPERATED_HTTP, "padded": PADDED_HTTP,
                   "digested": DIGESTED_HTTP, "grpc": GRPC_HTTP}
@@ -448,6 +462,12 @@ def main():
         f.write(fp32_json(1024, 1, ',"outputs":[{"name":"OUTPUT0"}]'))
     body = {key: listed if key == "listed" else small for key, _, _ in rows}
     big = fp32_json(BIG_SIZE, 2)
+    # the same values as a generate request: {"INPUT0": [...]}
+    body["generated"] = os.path.join(work, "generate.json")
+    with open(body["generated"], "wb") as f:
+        f.write(as_generate(fp32_json(1024, 1)))
+    bigs = {key: as_generate(big) if key == "generated" else big
+            for key, _, _ in rows}
 
     os.chmod(work, 0o755)       # the upstream's worker reads the answer
     with open(os.path.join(work, "answer.grpc"), "wb") as f:
@@ -462,7 +482,7 @@ def main():
                 main_conf = ("load_module %s/ndk_http_module.so;\n"
                              "load_module %s/ngx_http_lua_module.so;"
                              % (LUA_MODULES, LUA_MODULES))
-            signed = (key == "signed")
+            signed = key in ("signed", "generated")
             passing = ("grpc_pass grpc://grpc_backend;" if key == "grpc"
                        else PROXY_PASS)
             servers[key] = Server(key, CONF, main=main_conf, up=up.port,
@@ -474,7 +494,7 @@ def main():
         # warm up: every path once, and the answers are right
         for key, _, _ in rows:
             wrk(servers[key].port, body[key], 1)
-            post_big(servers[key].port, big)
+            post_big(servers[key].port, bigs[key])
 
         runs = {key: [] for key, _, _ in rows}
         cpu = {key: [0.0, 0] for key, _, _ in rows}
@@ -502,7 +522,7 @@ def main():
         for _ in range(BIG_RUNS):
             for key, _, _ in rows:
                 c0 = servers[key].cpu_ns()
-                times[key].append(post_big(servers[key].port, big))
+                times[key].append(post_big(servers[key].port, bigs[key]))
                 big_cpu[key].append(servers[key].cpu_ns() - c0)
 
         peak = {key: servers[key].status("VmHWM") for key, _, _ in rows}
