@@ -38,6 +38,10 @@
 #define NGX_HTTP_OIP_GENERATE_NATIVE   0
 #define NGX_HTTP_OIP_GENERATE_EMULATE  1
 
+/* a stream ended by oip_stream_idle, as the client is told */
+#define NGX_HTTP_OIP_IDLE_ERROR                                               \
+    "upstream answer: the runtime sent nothing for oip_stream_idle"
+
 #define NGX_HTTP_OIP_GEN_NONE          0     /* not a generate call */
 #define NGX_HTTP_OIP_GEN_PASS          1     /* the runtime's own, passed */
 #define NGX_HTTP_OIP_GEN_EMULATE       2     /* made an infer call */

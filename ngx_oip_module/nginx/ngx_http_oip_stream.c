@@ -31,6 +31,8 @@ static ngx_int_t ngx_http_oip_stream_pass(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, ngx_chain_t *in);
 static void ngx_http_oip_stream_count(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char *p, u_char *last);
+static ngx_int_t ngx_http_oip_stream_cut(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, ngx_chain_t ***ll);
 static ngx_uint_t ngx_http_oip_stream_lone_flush(ngx_chain_t *in);
 static ngx_int_t ngx_http_oip_stream_gather(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char *p, size_t len, ngx_chain_t ***ll);
@@ -253,17 +255,7 @@ ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         /* the upstream failed or timed out mid-stream (or was, by
          * oip_stream_idle): nginx flushes and closes; the client is told
          * first */
-        rc = ngx_http_oip_stream_error(r, ctx,
-                                       ctx->stream.idle.timedout
-                                       ? NGX_HTTP_GATEWAY_TIME_OUT
-                                       : NGX_HTTP_BAD_GATEWAY,
-                                       ctx->stream.idle.timedout
-                                       ? (u_char *) "upstream answer: the "
-                                         "runtime sent nothing for "
-                                         "oip_stream_idle"
-                                       : (u_char *) "upstream answer: cut "
-                                         "short, the upstream failed or "
-                                         "timed out", &ll);
+        rc = ngx_http_oip_stream_cut(r, ctx, &ll);
 
     } else if (ctx->stream.idle.timer_set
                && !ngx_http_oip_stream_lone_flush(in))
@@ -395,17 +387,7 @@ ngx_http_oip_stream_pass(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
         for (ll = &out; *ll; ll = &(*ll)->next) { /* void */ }
 
-        rc = ngx_http_oip_stream_error(r, ctx,
-                                       ctx->stream.idle.timedout
-                                       ? NGX_HTTP_GATEWAY_TIME_OUT
-                                       : NGX_HTTP_BAD_GATEWAY,
-                                       ctx->stream.idle.timedout
-                                       ? (u_char *) "upstream answer: the "
-                                         "runtime sent nothing for "
-                                         "oip_stream_idle"
-                                       : (u_char *) "upstream answer: cut "
-                                         "short, the upstream failed or "
-                                         "timed out", &ll);
+        rc = ngx_http_oip_stream_cut(r, ctx, &ll);
         if (rc != NGX_OK) {
             return NGX_ERROR;
         }
@@ -462,6 +444,24 @@ ngx_http_oip_stream_count(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         ctx->stream.lf = 1;
         p = lf + 1;
     }
+}
+
+
+/* the runtime's end before the stream's (nginx's flush), told */
+
+static ngx_int_t
+ngx_http_oip_stream_cut(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    ngx_chain_t ***ll)
+{
+    if (ctx->stream.idle.timedout) {
+        return ngx_http_oip_stream_error(r, ctx, NGX_HTTP_GATEWAY_TIME_OUT,
+                                         (u_char *) NGX_HTTP_OIP_IDLE_ERROR,
+                                         ll);
+    }
+
+    return ngx_http_oip_stream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
+                                     (u_char *) "upstream answer: cut short, "
+                                     "the upstream failed or timed out", ll);
 }
 
 

@@ -89,6 +89,18 @@ http {
 """ % (workers, 2 * connections + 256, connections, rt.port))
 
 
+def events(buf):
+    """The whole events at the start of buf, read, and what is left."""
+    docs = []
+    while True:
+        i = buf.find(b"data: ")
+        j = buf.find(b"\n\n", i)
+        if i < 0 or j < 0:
+            return docs, buf
+        docs.append(json.loads(buf[i + 6:j]))
+        buf = buf[j + 2:]
+
+
 def percentile(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
@@ -129,13 +141,8 @@ def gateway_stream(port):
         if not chunk:
             break
         buf += chunk
-        while True:
-            i = buf.find(b"data: ")
-            j = buf.find(b"\n\n", i)
-            if i < 0 or j < 0:
-                break
-            doc = json.loads(buf[i + 6:j])
-            buf = buf[j + 2:]
+        docs, buf = events(buf)
+        for doc in docs:
             if first is None:
                 first = now - start
             delays.append(now - doc["parameters"]["sent_ns"])
@@ -306,13 +313,8 @@ async def one_stream(port, got, opened):
         if not chunk:
             break
         buf += chunk
-        while True:
-            i = buf.find(b"data: ")
-            j = buf.find(b"\n\n", i)
-            if i < 0 or j < 0:
-                break
-            doc = json.loads(buf[i + 6:j])
-            buf = buf[j + 2:]
+        docs, buf = events(buf)
+        for doc in docs:
             seen += [o["data"][0] for o in doc.get("outputs", [])
                      if o["name"] == "INDEX"]
             if first:
