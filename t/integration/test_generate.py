@@ -192,6 +192,14 @@ class Generate(GatewayTestCase):
         self.assertEqual(doc["OUTPUT0"], [0.5, 1.0])
         self.assertEqual(doc["model_name"], "identity_fp32")
         self.assertEqual(self.kh.infer("identity_fp32"), 1)
+        # generate_stream: KServe's one answer, one event
+        st, out = self.ngx.curl("-N", "-d", json.dumps({"INPUT0": 3}),
+                                "{base}/kserve/v2/models/identity_fp32/"
+                                "generate_stream")
+        self.assertEqual(st, 200, out)
+        self.assertTrue(out.startswith(b"data: {") and out.endswith(b"\n\n")
+                        and out.count(b"data: ") == 1, out)
+        self.assertEqual(json.loads(out[6:])["OUTPUT0"], 3.0)
 
     def test_grpc(self):
         st, _, out = self.post("/grpc/v2/models/identity_fp32/generate",
