@@ -291,9 +291,13 @@ ngx_http_oip_generate_answer(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     if (rc == NGX_OK && ctx->req.stream) {
         /* one event: the runtime answered once */
-        ctx->stream.events = 1;
-        ctx->stream.first_usec = ngx_http_oip_usec()
-                                 - ngx_http_oip_start_usec(r);
+        if (ngx_http_oip_stream_state(r, ctx) == NULL) {
+            return NGX_ERROR;
+        }
+
+        ctx->stream->events = 1;
+        ctx->stream->first_usec = ngx_http_oip_usec()
+                                  - ngx_http_oip_start_usec(r);
     }
 
     return rc;

@@ -457,9 +457,9 @@ ngx_http_oip_metrics_log(ngx_http_request_t *r)
         ngx_http_oip_metrics_observe(c, 1, ctx->vars.answer_usec);
     }
 
-    if (ctx->stream.events) {
-        ngx_http_oip_metrics_observe(c, 3, ctx->stream.first_usec);
-        (void) ngx_atomic_fetch_add(&c->events, ctx->stream.events);
+    if (ctx->stream && ctx->stream->events) {
+        ngx_http_oip_metrics_observe(c, 3, ctx->stream->first_usec);
+        (void) ngx_atomic_fetch_add(&c->events, ctx->stream->events);
     }
 
     if (ctx->vars.answer) {

@@ -346,7 +346,7 @@ typedef struct {
 
     ngx_http_oip_req_t     req;
     ngx_http_oip_ans_t     ans;
-    ngx_http_oip_stream_t  stream;
+    ngx_http_oip_stream_t *stream;      /* a stream's only (stream.c) */
     ngx_http_oip_adm_t     adm;
     ngx_http_oip_vars_t    vars;
 } ngx_http_oip_ctx_t;
@@ -460,6 +460,8 @@ ngx_uint_t ngx_http_oip_stream_opens(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 ngx_int_t ngx_http_oip_stream_check(ngx_conf_t *cf,
     ngx_http_oip_loc_conf_t *conf);
+ngx_http_oip_stream_t *ngx_http_oip_stream_state(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx);
 void ngx_http_oip_stream_start(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
 void ngx_http_oip_stream_end_timer(ngx_http_oip_ctx_t *ctx);

@@ -385,8 +385,8 @@ ngx_http_oip_own_error(ngx_http_request_t *r)
         msg = "the upstream could not be reached or failed";
         break;
     case NGX_HTTP_GATEWAY_TIME_OUT:
-        msg = (ctx && ctx->stream.idle.timedout) ? NGX_HTTP_OIP_IDLE_ERROR
-              : "the upstream did not answer in time";
+        msg = (ctx && ctx->stream && ctx->stream->idle.timedout)
+              ? NGX_HTTP_OIP_IDLE_ERROR : "the upstream did not answer in time";
         break;
     case NGX_HTTP_SERVICE_UNAVAILABLE:
         msg = "the service is unavailable";

@@ -113,6 +113,19 @@ ngx_http_oip_stream_check(ngx_conf_t *cf, ngx_http_oip_loc_conf_t *conf)
 }
 
 
+/* a stream's state, made when a request turns out to be one */
+
+ngx_http_oip_stream_t *
+ngx_http_oip_stream_state(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
+{
+    if (ctx->stream == NULL) {
+        ctx->stream = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_stream_t));
+    }
+
+    return ctx->stream;
+}
+
+
 ngx_int_t
 ngx_http_oip_stream_init(ngx_conf_t *cf)
 {
@@ -181,26 +194,30 @@ ngx_http_oip_stream_header_filter(ngx_http_request_t *r)
         return ngx_http_next_header_filter(r);
     }
 
+    if (ngx_http_oip_stream_state(r, ctx) == NULL) {
+        return NGX_ERROR;
+    }
+
     if (!ctx->req.transport->messages) {
         return ngx_http_oip_stream_passing(r, ctx);
     }
 
     /* every output as JSON: binary has no place in an event */
 
-    ctx->stream.wish = ctx->ans.wish;
-    ctx->stream.wish.binary = 0;
+    ctx->stream->wish = ctx->ans.wish;
+    ctx->stream->wish.binary = 0;
 
     if (ctx->ans.wish.n) {
-        ctx->stream.wish.outputs = ngx_pnalloc(r->pool,
+        ctx->stream->wish.outputs = ngx_pnalloc(r->pool,
                                         ctx->ans.wish.n
                                         * sizeof(oip_wish_out_t));
-        if (ctx->stream.wish.outputs == NULL) {
+        if (ctx->stream->wish.outputs == NULL) {
             return NGX_ERROR;
         }
 
         for (i = 0; i < ctx->ans.wish.n; i++) {
-            ctx->stream.wish.outputs[i] = ctx->ans.wish.outputs[i];
-            ctx->stream.wish.outputs[i].binary = 0;
+            ctx->stream->wish.outputs[i] = ctx->ans.wish.outputs[i];
+            ctx->stream->wish.outputs[i].binary = 0;
         }
     }
 
@@ -209,7 +226,7 @@ ngx_http_oip_stream_header_filter(ngx_http_request_t *r)
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
-    if (ctx->stream.idle.timer_set) {
+    if (ctx->stream->idle.timer_set) {
         /* the runtime's headers: something said */
         ngx_http_oip_stream_rearm(ctx, olcf->stream_idle);
     }
@@ -239,7 +256,7 @@ ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return ngx_http_next_body_filter(r, in);
     }
 
-    if (ctx->stream.passing) {
+    if (ctx->stream->passing) {
         return ngx_http_oip_stream_pass(r, ctx, in);
     }
 
@@ -257,7 +274,7 @@ ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
          * first */
         rc = ngx_http_oip_stream_cut(r, ctx, &ll);
 
-    } else if (ctx->stream.idle.timer_set
+    } else if (ctx->stream->idle.timer_set
                && !ngx_http_oip_stream_lone_flush(in))
     {
         /* the runtime said something: the silence starts again */
@@ -297,7 +314,7 @@ ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         ngx_http_oip_stream_end_timer(ctx);
     }
 
-    if (ctx->stream.status) {
+    if (ctx->stream->status) {
         /* an error before the first event: a JSON error answer */
         return ngx_http_oip_stream_refuse(r, ctx);
     }
@@ -307,13 +324,13 @@ ngx_http_oip_stream_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
         return NGX_OK;
     }
 
-    if (!ctx->stream.opened && ngx_http_oip_stream_open(r, ctx) != NGX_OK) {
+    if (!ctx->stream->opened && ngx_http_oip_stream_open(r, ctx) != NGX_OK) {
         return NGX_ERROR;
     }
 
     rc = ngx_http_next_body_filter(r, out);
 
-    ngx_chain_update_chains(r->pool, &ctx->stream.free, &ctx->stream.busy,
+    ngx_chain_update_chains(r->pool, &ctx->stream->free, &ctx->stream->busy,
                             &out, (ngx_buf_tag_t) &ngx_http_oip_stream_init);
 
     return rc;
@@ -337,10 +354,10 @@ ngx_http_oip_stream_passing(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     r->allow_ranges = 0;
 
     ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM_OPEN;
-    ctx->stream.passing = 1;
-    ctx->stream.opened = 1;
+    ctx->stream->passing = 1;
+    ctx->stream->opened = 1;
 
-    if (ctx->stream.idle.timer_set) {
+    if (ctx->stream->idle.timer_set) {
         olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
         ngx_http_oip_stream_rearm(ctx, olcf->stream_idle);
     }
@@ -402,7 +419,7 @@ ngx_http_oip_stream_pass(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         if (ngx_buf_in_memory(cl->buf) && cl->buf->last > cl->buf->pos) {
             ngx_http_oip_stream_count(r, ctx, cl->buf->pos, cl->buf->last);
 
-            if (ctx->stream.idle.timer_set) {
+            if (ctx->stream->idle.timer_set) {
                 olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
                 ngx_http_oip_stream_rearm(ctx, olcf->stream_idle);
             }
@@ -430,18 +447,18 @@ ngx_http_oip_stream_count(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         lf = ngx_strlchr(p, last, '\n');
 
         if (lf == NULL) {
-            ctx->stream.lf = 0;
+            ctx->stream->lf = 0;
             return;
         }
 
         /* a line feed right after one: an event ends */
 
-        if (lf == p && ctx->stream.lf && ctx->stream.events++ == 0) {
-            ctx->stream.first_usec = ngx_http_oip_usec()
+        if (lf == p && ctx->stream->lf && ctx->stream->events++ == 0) {
+            ctx->stream->first_usec = ngx_http_oip_usec()
                                      - ngx_http_oip_start_usec(r);
         }
 
-        ctx->stream.lf = 1;
+        ctx->stream->lf = 1;
         p = lf + 1;
     }
 }
@@ -453,7 +470,7 @@ static ngx_int_t
 ngx_http_oip_stream_cut(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_chain_t ***ll)
 {
-    if (ctx->stream.idle.timedout) {
+    if (ctx->stream->idle.timedout) {
         return ngx_http_oip_stream_error(r, ctx, NGX_HTTP_GATEWAY_TIME_OUT,
                                          (u_char *) NGX_HTTP_OIP_IDLE_ERROR,
                                          ll);
@@ -496,7 +513,7 @@ ngx_http_oip_stream_gather(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_http_oip_stream_t    *st;
     ngx_http_oip_loc_conf_t  *olcf;
 
-    st = &ctx->stream;
+    st = ctx->stream;
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
     while (len && ctx->ans.phase != NGX_HTTP_OIP_ANS_STREAM_DONE) {
@@ -586,7 +603,7 @@ ngx_http_oip_stream_message(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_http_oip_pool_allocator(pool, &alloc);
     ngx_http_oip_options(r, &opt);
 
-    rc = oip_stream_process(&res, &alloc, &opt, &ctx->stream.wish, msg, len,
+    rc = oip_stream_process(&res, &alloc, &opt, &ctx->stream->wish, msg, len,
                             &ev);
 
     if (rc != 0) {
@@ -653,14 +670,14 @@ ngx_http_oip_stream_message(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     ngx_destroy_pool(pool);
 
-    if (ctx->stream.events++ == 0) {
-        ctx->stream.first_usec = ngx_http_oip_usec()
+    if (ctx->stream->events++ == 0) {
+        ctx->stream->first_usec = ngx_http_oip_usec()
                                  - ngx_http_oip_start_usec(r);
     }
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: stream: event %ui, %uz bytes",
-                   ctx->stream.events, size);
+                   ctx->stream->events, size);
 
     return NGX_OK;
 }
@@ -682,7 +699,7 @@ ngx_http_oip_stream_end(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_result_t    res;
     oip_framing_t   framing;
 
-    if (ctx->stream.len) {
+    if (ctx->stream->len) {
         return ngx_http_oip_stream_error(r, ctx, NGX_HTTP_BAD_GATEWAY,
                                          (u_char *) "upstream answer: the "
                                          "stream ends inside a message", ll);
@@ -712,7 +729,7 @@ ngx_http_oip_stream_end(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     b->last_buf = 1;
 
     ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: stream ended after %ui events", ctx->stream.events);
+                   "oip: stream ended after %ui events", ctx->stream->events);
 
     return NGX_OK;
 }
@@ -735,13 +752,13 @@ ngx_http_oip_stream_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
                   "oip: model \"%V\": stream ends with an error after %ui "
-                  "events: %s", &ctx->model, ctx->stream.events, msg);
+                  "events: %s", &ctx->model, ctx->stream->events, msg);
 
     ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM_DONE;
 
-    if (ctx->stream.events == 0 && !ctx->stream.opened) {
+    if (ctx->stream->events == 0 && !ctx->stream->opened) {
         /* its headers not sent yet */
-        ctx->stream.status = status;
+        ctx->stream->status = status;
 
         ctx->error.data = ngx_pnalloc(r->pool, len);
         if (ctx->error.data == NULL) {
@@ -768,7 +785,7 @@ ngx_http_oip_stream_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     b->last = ngx_cpymem(p, "\"}\n\n", 4);
     b->last_buf = 1;
 
-    ctx->stream.events++;
+    ctx->stream->events++;
 
     return NGX_OK;
 }
@@ -783,7 +800,7 @@ ngx_http_oip_stream_buf(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_buf_t    *b;
     ngx_chain_t  *cl;
 
-    cl = ngx_chain_get_free_buf(r->pool, &ctx->stream.free);
+    cl = ngx_chain_get_free_buf(r->pool, &ctx->stream->free);
     if (cl == NULL) {
         return NULL;
     }
@@ -826,7 +843,7 @@ ngx_http_oip_stream_open(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
     ngx_int_t  rc;
 
-    ctx->stream.opened = 1;
+    ctx->stream->opened = 1;
 
     if (ctx->ans.phase == NGX_HTTP_OIP_ANS_STREAM) {
         ctx->ans.phase = NGX_HTTP_OIP_ANS_STREAM_OPEN;
@@ -882,13 +899,13 @@ ngx_http_oip_stream_refuse(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     ngx_http_clean_header(r);
 
-    r->headers_out.status = ctx->stream.status;
+    r->headers_out.status = ctx->stream->status;
     ngx_http_oip_content_type(r, OIP_TYPE_JSON);
     r->headers_out.content_length_n = b->last - b->pos;
 
-    ctx->reason = ngx_http_oip_reason(ctx, ctx->stream.status);
-    ctx->stream.status = 0;
-    ctx->stream.opened = 1;
+    ctx->reason = ngx_http_oip_reason(ctx, ctx->stream->status);
+    ctx->stream->status = 0;
+    ctx->stream->opened = 1;
 
     rc = ngx_http_next_header_filter(r);
 
@@ -942,8 +959,8 @@ ngx_http_oip_stream_idle(ngx_event_t *ev)
 static void
 ngx_http_oip_stream_rearm(ngx_http_oip_ctx_t *ctx, ngx_msec_t idle)
 {
-    ngx_del_timer(&ctx->stream.idle);
-    ngx_add_timer(&ctx->stream.idle, idle);
+    ngx_del_timer(&ctx->stream->idle);
+    ngx_add_timer(&ctx->stream->idle, idle);
 }
 
 
@@ -956,24 +973,24 @@ ngx_http_oip_stream_start(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
-    if (olcf->stream_idle == 0 || ctx->stream.idle.timer_set
-        || ctx->stream.idle.timedout)
+    if (olcf->stream_idle == 0 || ngx_http_oip_stream_state(r, ctx) == NULL
+        || ctx->stream->idle.timer_set || ctx->stream->idle.timedout)
     {
         return;
     }
 
-    ctx->stream.idle.handler = ngx_http_oip_stream_idle;
-    ctx->stream.idle.data = r;
-    ctx->stream.idle.log = r->connection->log;
+    ctx->stream->idle.handler = ngx_http_oip_stream_idle;
+    ctx->stream->idle.data = r;
+    ctx->stream->idle.log = r->connection->log;
 
-    ngx_add_timer(&ctx->stream.idle, olcf->stream_idle);
+    ngx_add_timer(&ctx->stream->idle, olcf->stream_idle);
 }
 
 
 void
 ngx_http_oip_stream_end_timer(ngx_http_oip_ctx_t *ctx)
 {
-    if (ctx->stream.idle.timer_set) {
-        ngx_del_timer(&ctx->stream.idle);
+    if (ctx->stream && ctx->stream->idle.timer_set) {
+        ngx_del_timer(&ctx->stream->idle);
     }
 }

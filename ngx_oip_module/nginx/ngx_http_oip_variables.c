@@ -278,7 +278,7 @@ ngx_http_oip_var_count(ngx_http_request_t *r, ngx_http_variable_value_t *v,
         n = ctx->vars.timeout;
         break;
     case NGX_HTTP_OIP_VAR_EVENTS:
-        n = ctx->stream.events;
+        n = ctx->stream ? ctx->stream->events : 0;
         break;
     default:
         n = ctx->vars.tensor_bytes;
@@ -501,12 +501,12 @@ ngx_http_oip_var_first_event(ngx_http_request_t *r,
 
     ctx = ngx_http_oip_var_ctx(r);
 
-    if (ctx == NULL || ctx->stream.events == 0) {
+    if (ctx == NULL || ctx->stream == NULL || ctx->stream->events == 0) {
         v->not_found = 1;
         return NGX_OK;
     }
 
-    return ngx_http_oip_var_seconds(r, v, ctx->stream.first_usec, 0);
+    return ngx_http_oip_var_seconds(r, v, ctx->stream->first_usec, 0);
 }
 
 
