@@ -26,8 +26,6 @@ typedef struct {
     const oip_options_t   *opt;
     oip_out_t              inputs;     /* the inputs' JSON, comma-led */
     oip_out_t              params;     /* the parameters' JSON, comma-led */
-    size_t                 ninputs;
-    size_t                 nparams;
     uint64_t               leaves;     /* of the input being written */
     oip_str_t              id;         /* the request's, or none */
     unsigned               has_id:1;
@@ -47,18 +45,17 @@ typedef struct {
 
 
 static int oip_gen_member(oip_gen_t *g, const oip_str_t *key,
-    const uint8_t *key_start, unsigned nested);
+    unsigned nested);
 static int oip_gen_input(oip_gen_t *g, const oip_str_t *key, size_t index,
     const oip_sig_tensor_t *t);
 static int oip_gen_leaf(oip_gen_t *g, const oip_str_t *name,
     oip_dtype_e dt);
 static int oip_gen_values(oip_gen_t *g, const oip_str_t *name,
     oip_dtype_e dt, uint64_t *n, unsigned outer);
-static int oip_gen_param(oip_gen_t *g, const oip_str_t *key,
-    const uint8_t *key_start);
+static int oip_gen_param(oip_gen_t *g, const oip_str_t *key);
 static int oip_gen_flatten(oip_json_t *j, oip_out_t *o, size_t *n);
 static int oip_gen_cmp(const void *a, const void *b);
-static int oip_gen_finish(oip_ctx_t *c, oip_result_t *res, oip_out_t *o);
+static int oip_gen_finish(oip_result_t *res, oip_out_t *o);
 
 
 static const char  *oip_gen_kinds[] = {
@@ -128,7 +125,7 @@ oip_generate_request(oip_result_t *res, const oip_alloc_t *a,
     while ((rc = oip_json_member(j, &o, &key, &ks)) == 1) {
 
         if (!oip_json_str_eq(&key, "parameters", 10)) {
-            if (oip_gen_member(&g, &key, ks, 0) != 0) {
+            if (oip_gen_member(&g, &key, 0) != 0) {
                 rc = -1;
                 goto done;
             }
@@ -157,7 +154,7 @@ oip_generate_request(oip_result_t *res, const oip_alloc_t *a,
         }
 
         while ((rc = oip_json_member(j, &po, &pkey, &pks)) == 1) {
-            if (oip_gen_member(&g, &pkey, pks, 1) != 0) {
+            if (oip_gen_member(&g, &pkey, 1) != 0) {
                 rc = -1;
                 goto done;
             }
@@ -214,7 +211,7 @@ oip_generate_request(oip_result_t *res, const oip_alloc_t *a,
     }
 
     rc = rc ? rc : oip_out_write(&out, "}", 1);
-    rc = rc ? rc : oip_gen_finish(&g.c, res, &out);
+    rc = rc ? rc : oip_gen_finish(res, &out);
 
 done:
 
@@ -236,8 +233,7 @@ done:
 /* a key and its value: an input of the model's, else a parameter */
 
 static int
-oip_gen_member(oip_gen_t *g, const oip_str_t *key, const uint8_t *key_start,
-    unsigned nested)
+oip_gen_member(oip_gen_t *g, const oip_str_t *key, unsigned nested)
 {
     size_t                   index, n;
     uint8_t                  name[OIP_NAME_MAX * 4];
@@ -252,7 +248,7 @@ oip_gen_member(oip_gen_t *g, const oip_str_t *key, const uint8_t *key_start,
         n = oip_json_unescaped_len(key);
 
         if (n > sizeof(name)) {
-            return oip_gen_param(g, key, key_start);
+            return oip_gen_param(g, key);
         }
 
         n = oip_json_unescape(name, key);
@@ -284,7 +280,7 @@ oip_gen_member(oip_gen_t *g, const oip_str_t *key, const uint8_t *key_start,
         g->j.p = k;
     }
 
-    return oip_gen_param(g, key, key_start);
+    return oip_gen_param(g, key);
 }
 
 
@@ -395,8 +391,6 @@ oip_gen_input(oip_gen_t *g, const oip_str_t *key, size_t index,
             return -1;
         }
     }
-
-    g->ninputs++;
 
     return oip_out_write(o, "]}", 2);
 
@@ -537,7 +531,7 @@ oip_gen_leaf(oip_gen_t *g, const oip_str_t *name, oip_dtype_e dt)
 /* a request parameter: a string, a number or a boolean, as it is */
 
 static int
-oip_gen_param(oip_gen_t *g, const oip_str_t *key, const uint8_t *key_start)
+oip_gen_param(oip_gen_t *g, const oip_str_t *key)
 {
     oip_json_t     *j;
     const uint8_t  *start;
@@ -556,10 +550,6 @@ oip_gen_param(oip_gen_t *g, const oip_str_t *key, const uint8_t *key_start)
     if (oip_json_skip(j) != 0) {
         return -1;
     }
-
-    g->nparams++;
-
-    (void) key_start;
 
     return (oip_out_write(&g->params, ",\"", 2) != 0
             || oip_out_write(&g->params, key->data, key->len) != 0
@@ -839,7 +829,7 @@ oip_generate_answer(oip_result_t *res, const oip_alloc_t *a,
     }
 
     rc = rc ? rc : oip_out_write(&out, "}", 1);
-    rc = rc ? rc : oip_gen_finish(&c, res, &out);
+    rc = rc ? rc : oip_gen_finish(res, &out);
 
 done:
 
@@ -889,13 +879,11 @@ oip_gen_cmp(const void *a, const void *b)
 
 
 static int
-oip_gen_finish(oip_ctx_t *c, oip_result_t *res, oip_out_t *o)
+oip_gen_finish(oip_result_t *res, oip_out_t *o)
 {
     if (oip_out_cut(o) != 0) {
         return -1;
     }
-
-    (void) c;
 
     res->segs = o->segs;
     res->nsegs = o->nsegs;

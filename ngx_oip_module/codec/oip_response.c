@@ -153,6 +153,7 @@ oip_stream_process(oip_result_t *res, const oip_alloc_t *a,
 {
     int            rc;
     size_t         i, n;
+    oip_ctx_t      c;
     oip_pbr_t      r;
     oip_pbf_t      f, error, inner;
     oip_framing_t  fr;
@@ -162,13 +163,10 @@ oip_stream_process(oip_result_t *res, const oip_alloc_t *a,
 
     rc = -1;
 
-    if (len >= 5 && body[0] == 0
-        && ((size_t) body[1] << 24 | (size_t) body[2] << 16
-            | (size_t) body[3] << 8 | body[4]) == len - 5)
-    {
-        r.p = body + 5;
-        r.end = body + len;
+    /* a frame that is no message: oip_response_process() says why */
+    oip_ctx_init(&c, a, res->error, &res->reason, (size_t) -1);
 
+    if (oip_grpc_unframe(&c, body, len, &r) == 0) {
         while ((rc = oip_pbr_next(&r, &f)) == 1) {
             if (f.type == OIP_PB_LEN && f.field == 1) {
                 error = f;
