@@ -149,6 +149,25 @@ typedef struct {
 } oip_digest_t;
 
 
+/*
+ * A request of any size (oip_buffer): the tensor bytes after its JSON
+ * are written to the caller's file in pieces of block bytes, each at its
+ * offset, rather than built in memory, and the caller is told how far the
+ * pass has read its input, to let go of what lies behind.  write()
+ * returns 0, or -1 (the caller keeps why: the request is a 500).
+ * behind() is a hint: the pass may read earlier bytes again (a tensor
+ * whose data came before its shape; the JSON's unchanged pieces).
+ */
+
+typedef struct {
+    void                  *data;
+    int                  (*write)(void *data, const uint8_t *p, size_t len,
+                                  uint64_t off);
+    void                 (*behind)(void *data, const uint8_t *p);
+    size_t                 block;
+} oip_sink_t;
+
+
 /* a request's gRPC call (oip_upstream_protocol grpc) */
 
 typedef struct {
@@ -182,6 +201,12 @@ typedef struct {
 
     /* requests: the canonical form goes there too (NULL: not asked) */
     const oip_digest_t    *digest;
+
+    /*
+     * requests: tensors to the sink's file (REST, not encoded, without a
+     * digest; otherwise ignored); res->spooled says what it holds
+     */
+    const oip_sink_t      *sink;
     const uint8_t         *version;              /* from the URI */
     size_t                 version_len;
 
@@ -313,6 +338,8 @@ typedef struct {
     size_t                 nsegs;
     size_t                 header_len;     /* its IHCL, when binary */
     size_t                 body_len;       /* its Content-Length */
+    uint64_t               spooled;        /* of it, in the sink's file
+                                              from offset 0, after segs */
     const char            *content_type;   /* to set, or NULL: as it is */
 
     oip_wish_t             wish;           /* requests: for the answer */

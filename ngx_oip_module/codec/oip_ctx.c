@@ -126,3 +126,35 @@ oip_count_tensor(oip_ctx_t *c, size_t n)
 
     return 0;
 }
+
+
+void
+oip_progress_tell(oip_ctx_t *c, const uint8_t *p)
+{
+    c->told = p;
+    c->sink->behind(c->sink->data, p);
+}
+
+
+/* len bytes to the sink's file at off, in pieces of its block at most */
+
+int
+oip_sink_write(oip_ctx_t *c, const uint8_t *p, size_t len, uint64_t off)
+{
+    size_t  n;
+
+    while (len) {
+        n = oip_min(len, c->sink->block);
+
+        if (c->sink->write(c->sink->data, p, n, off) != 0) {
+            return oip_fail(c, 500, OIP_REASON_OTHER, "the converted request "
+                            "could not be written to a temporary file");
+        }
+
+        p += n;
+        off += n;
+        len -= n;
+    }
+
+    return 0;
+}

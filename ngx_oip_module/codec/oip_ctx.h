@@ -30,7 +30,23 @@ typedef struct {
     oip_reason_e          *reason;     /* of the first error */
     size_t                 tensor_bytes;
     size_t                 max_tensor_size;
+
+    /* requests of any size: where tensors go, what the pass has told */
+    const oip_sink_t      *sink;
+    const uint8_t         *told;
 } oip_ctx_t;
+
+
+/*
+ * The pass is at p: every sink->block bytes it tells the caller, which
+ * lets the input behind it go.  One test when there is no sink.
+ */
+#define oip_progress(c, p)                                                    \
+    if ((c)->sink && (p) > (c)->told                                          \
+        && (size_t) ((p) - (c)->told) >= (c)->sink->block)                    \
+    {                                                                         \
+        oip_progress_tell(c, p);                                              \
+    }
 
 
 void oip_ctx_init(oip_ctx_t *c, const oip_alloc_t *a, char *error,
@@ -46,6 +62,9 @@ int oip_fail(oip_ctx_t *c, int status, oip_reason_e reason,
 #endif
     ;
 int oip_count_tensor(oip_ctx_t *c, size_t n);
+void oip_progress_tell(oip_ctx_t *c, const uint8_t *p);
+int oip_sink_write(oip_ctx_t *c, const uint8_t *p, size_t len,
+    uint64_t off);
 
 
 #endif /* _OIP_CTX_H_INCLUDED_ */

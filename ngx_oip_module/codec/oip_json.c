@@ -1054,6 +1054,9 @@ value:
 
 next:
 
+    /* a large value skipped: the input behind it may go */
+    oip_progress(j->ctx, j->p);
+
     f = &j->frames[top - 1];
 
     rc = f->object ? oip_json_member(j, &f->u.o, &s, NULL)

@@ -186,7 +186,9 @@ oip_msg_done(oip_msg_t *m)
 
     oip_free(&m->c, m->items);
     oip_free(&m->c, m->edits);
+    oip_free(&m->c, m->win);
 
+    m->win = NULL;
     m->items = NULL;
     m->edits = NULL;
     m->nitems = 0;
@@ -277,6 +279,10 @@ oip_msg_tensors(oip_msg_t *m)
         it = &m->items[m->nitems - 1];
         oip_member_set(&it->elem, start, j->p, prev_end);
         prev_end = j->p;
+
+        if (m->c.sink) {
+            oip_item_reserve(m, it);
+        }
     }
 
     if (rc < 0) {
@@ -817,6 +823,10 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
             return oip_data_to_binary(j, t, NULL, NULL);
         }
 
+        if (m->c.sink) {
+            return oip_item_spool(m, it, j, t);
+        }
+
         oip_out_init(&w, &m->c, 4096);
 
         rc = oip_data_to_binary(j, t, NULL, &w);
@@ -846,6 +856,10 @@ oip_item_data(oip_msg_t *m, oip_item_t *it, oip_json_t *j)
 
     if (!binary) {
         return oip_data_to_binary(j, t, NULL, NULL);
+    }
+
+    if (m->c.sink) {
+        return oip_item_spool(m, it, j, t);
     }
 
     dst = oip_alloc(&m->c, t->count * size);
@@ -1320,6 +1334,10 @@ oip_msg_chunks(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
     size_t       i, s;
     oip_seg_t   *segs;
     oip_item_t  *it;
+
+    if (m->c.sink) {
+        return oip_msg_chunks_spooled(m, o, res);
+    }
 
     /* the limit is on JSON: the chunks are bounded by the tensor limit */
 

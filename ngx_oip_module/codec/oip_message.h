@@ -111,11 +111,15 @@ typedef struct {
 
     oip_act_e              act;
 
+    uint64_t               sink_at;    /* its chunk in the sink's file */
+
     unsigned               has_name:1;
     unsigned               has_bds:1;
     unsigned               has_shm:1;
     unsigned               settled:1;
     unsigned               data_done:1;
+    unsigned               spooled:1;  /* converted to the sink's file */
+    unsigned               reserved:1; /* its chunk copied there later */
 } oip_item_t;
 
 
@@ -199,6 +203,10 @@ struct oip_msg_s {
     const uint8_t         *file;
     size_t                 file_len;
 
+    /* with a sink: the end of what its file holds, the window */
+    uint64_t               sink_off;
+    uint8_t               *win;
+
     unsigned               has_ihcl:1;
     unsigned               rewrite:1;    /* a new body even without edits */
     unsigned               edited:1;     /* there were edits */
@@ -245,6 +253,12 @@ int oip_msg_names(oip_msg_t *m);
 int oip_msg_chunk(oip_msg_t *m, oip_item_t *it, size_t rest);
 int oip_msg_chunks(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
 oip_item_t *oip_msg_item_add(oip_msg_t *m);
+
+/* with a sink (oip_sink.c) */
+int oip_item_spool(oip_msg_t *m, oip_item_t *it, oip_json_t *j,
+    const oip_tensor_t *t);
+void oip_item_reserve(oip_msg_t *m, oip_item_t *it);
+int oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
 
 /*
  * The envelope writer (oip_envelope.c): an answer read from protobuf,

@@ -25,6 +25,38 @@ oip_out_init(oip_out_t *o, oip_ctx_t *c, size_t first)
 }
 
 
+static int oip_out_spill(oip_out_t *o);
+
+
+/* what is written goes to the sink's file at *off, not to segments */
+
+void
+oip_out_sink(oip_out_t *o, uint64_t *off)
+{
+    o->off = off;
+}
+
+
+static int
+oip_out_spill(oip_out_t *o)
+{
+    size_t  len;
+
+    len = o->pos - o->block;
+
+    if (len && oip_sink_write(o->ctx, o->block, len, *o->off) != 0) {
+        return -1;
+    }
+
+    *o->off += len;
+    o->total += len;
+    o->pos = o->block;
+    o->mark = o->block;
+
+    return 0;
+}
+
+
 static int
 oip_out_push(oip_out_t *o, const uint8_t *data, size_t len)
 {
@@ -61,6 +93,10 @@ oip_out_cut(oip_out_t *o)
 {
     uint8_t *mark;
 
+    if (o->off) {
+        return oip_out_spill(o);
+    }
+
     if (o->pos == o->mark) {
         return 0;
     }
@@ -89,6 +125,33 @@ oip_out_grow(oip_out_t *o, size_t n)
 {
     size_t   size;
     uint8_t *block;
+
+    if (o->off) {
+        /* one block, written out when full, as large as one element */
+
+        if (oip_out_spill(o) != 0) {
+            return -1;
+        }
+
+        if (o->block && (size_t) (o->end - o->block) >= n) {
+            return 0;
+        }
+
+        oip_free(o->ctx, o->block);
+
+        size = oip_max(o->ctx->sink->block, n);
+
+        o->block = oip_alloc(o->ctx, size);
+        if (o->block == NULL) {
+            return -1;
+        }
+
+        o->pos = o->block;
+        o->mark = o->block;
+        o->end = o->block + size;
+
+        return 0;
+    }
 
     /* checked per block: a bound on memory, not an exact length */
 

@@ -35,6 +35,13 @@ typedef struct {
     /* an input that is also a file's bytes from its start, or NULL */
     const uint8_t         *file;
     size_t                 file_len;
+
+    /*
+     * or, to the context's sink (oip_out_sink()): one block, written at
+     * *off when full and used again; total counts what was written
+     */
+    uint64_t              *off;
+    uint8_t               *block;
 } oip_out_t;
 
 
@@ -43,6 +50,7 @@ int oip_out_grow(oip_out_t *o, size_t n);
 int oip_out_write(oip_out_t *o, const void *data, size_t len);
 int oip_out_ref(oip_out_t *o, const uint8_t *data, size_t len);
 int oip_out_cut(oip_out_t *o);
+void oip_out_sink(oip_out_t *o, uint64_t *off);
 
 #define oip_out_reserve(o, n)                                                 \
     ((size_t) ((o)->end - (o)->pos) >= (n) ? 0 : oip_out_grow(o, n))

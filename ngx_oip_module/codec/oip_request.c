@@ -99,6 +99,18 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
         rq.m.target = oip_request_grpc;
     }
 
+    /*
+     * Tensors to the caller's file: REST bodies as they came, the
+     * digest reading none (it reads tensors from memory)
+     */
+
+    if (opt->sink && opt->sink->block >= 64 && opt->digest == NULL
+        && opt->grpc == NULL && f->encoding == OIP_ENC_NONE)
+    {
+        c->sink = opt->sink;
+        c->told = body;
+    }
+
     if (opt->body_file && f->encoding == OIP_ENC_NONE) {
         /* what is referenced of it is in its file too */
         rq.m.file = body;

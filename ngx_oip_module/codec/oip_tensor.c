@@ -60,13 +60,17 @@ static int oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
 static uint64_t oip_fast_run(oip_json_t *j, const oip_tensor_t *t,
     uint8_t *dst, uint64_t i, uint64_t max);
 static int oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
-    oip_out_t *bytes);
+    oip_out_t *bytes, oip_win_t *w);
 static int oip_leaf_exact(oip_json_t *j, const oip_tensor_t *t,
     const oip_num_t *n, uint64_t i);
 static int oip_binary_finite(oip_ctx_t *c, const oip_tensor_t *t,
     const uint8_t *src, size_t len, int status);
 static int oip_data_nested(oip_json_t *j, const oip_tensor_t *t,
-    uint8_t *dst, oip_out_t *bytes);
+    uint8_t *dst, oip_out_t *bytes, oip_win_t *w);
+static int oip_data_any(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
+    oip_out_t *bytes, oip_win_t *w);
+static int oip_win_at(oip_json_t *j, const oip_tensor_t *t, oip_win_t *w,
+    uint64_t i, uint8_t **dst, uint64_t *k, uint64_t *max);
 
 
 static inline void
@@ -232,7 +236,7 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
         if (c == 't' && j->end - j->p >= 4 && memcmp(j->p, "true", 4) == 0) {
             j->p += 4;
             if (dst) {
-                dst[i] = 1;
+                dst[0] = 1;
             }
             return 0;
         }
@@ -241,7 +245,7 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
         {
             j->p += 5;
             if (dst) {
-                dst[i] = 0;
+                dst[0] = 0;
             }
             return 0;
         }
@@ -289,16 +293,16 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
         if (dst) {
             switch (dt) {
             case OIP_FP16:
-                oip_put16(dst + i * 2, 0x7e00);
+                oip_put16(dst, 0x7e00);
                 break;
             case OIP_BF16:
-                oip_put16(dst + i * 2, 0x7fc0);
+                oip_put16(dst, 0x7fc0);
                 break;
             case OIP_FP32:
-                oip_put32(dst + i * 4, 0x7fc00000);
+                oip_put32(dst, 0x7fc00000);
                 break;
             default:
-                oip_put64(dst + i * 8, 0x7ff8000000000000ULL);
+                oip_put64(dst, 0x7ff8000000000000ULL);
             }
         }
 
@@ -337,7 +341,7 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
 
         if (dst) {
             memcpy(&u, &f, 4);
-            oip_put32(dst + i * 4, u);
+            oip_put32(dst, u);
         }
 
         return 0;
@@ -351,7 +355,7 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
 
         if (dst) {
             memcpy(&m, &d, 8);
-            oip_put64(dst + i * 8, m);
+            oip_put64(dst, m);
         }
 
         return 0;
@@ -376,7 +380,7 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
         }
 
         if (dst) {
-            oip_put16(dst + i * 2, h);
+            oip_put16(dst, h);
         }
 
         return 0;
@@ -414,16 +418,16 @@ oip_leaf(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
     if (dst) {
         switch (oip_dtypes[dt].size) {
         case 1:
-            dst[i] = (uint8_t) m;
+            dst[0] = (uint8_t) m;
             break;
         case 2:
-            oip_put16(dst + i * 2, (uint16_t) m);
+            oip_put16(dst, (uint16_t) m);
             break;
         case 4:
-            oip_put32(dst + i * 4, (uint32_t) m);
+            oip_put32(dst, (uint32_t) m);
             break;
         default:
-            oip_put64(dst + i * 8, m);
+            oip_put64(dst, m);
         }
     }
 
@@ -708,11 +712,12 @@ oip_fast_run(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst, uint64_t i,
 
 static int
 oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
-    oip_out_t *bytes)
+    oip_out_t *bytes, oip_win_t *w)
 {
     int        rc;
     char       buf[96];
-    uint64_t   i, n;
+    uint8_t   *d;
+    uint64_t   i, k, n, max;
     oip_arr_t  a;
 
     if (oip_json_array(j, &a) != 0) {
@@ -728,7 +733,15 @@ oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
         }
 
         if (i < t->count) {
-            n = oip_fast_run(j, t, dst, i, t->count - i);
+            d = dst;
+            k = i;
+            max = t->count - i;
+
+            if (j->ctx->sink && oip_win_at(j, t, w, i, &d, &k, &max) != 0) {
+                return -1;
+            }
+
+            n = oip_fast_run(j, t, d, k, max);
 
             if (n) {
                 /* element() counted the first of them */
@@ -737,7 +750,8 @@ oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
                 continue;
             }
 
-            rc = oip_leaf(j, t, dst, i, bytes);
+            rc = oip_leaf(j, t, d ? d + k * oip_dtypes[t->dt].size : NULL,
+                          i, bytes);
 
         } else {
             /* keep counting, to say how many there are */
@@ -767,12 +781,13 @@ oip_data_flat(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
 
 static int
 oip_data_nested(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
-    oip_out_t *bytes)
+    oip_out_t *bytes, oip_win_t *w)
 {
     int         rc;
     char        buf[96];
     size_t      level;
-    uint64_t    i, n;
+    uint8_t    *d;
+    uint64_t    i, k, n, max;
     oip_arr_t  *arr;
 
     arr = oip_alloc(j->ctx, t->rank * sizeof(oip_arr_t));
@@ -830,7 +845,16 @@ oip_data_nested(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
             goto mismatch;
         }
 
-        n = oip_fast_run(j, t, dst, i, t->shape[level] - arr[level].n + 1);
+        d = dst;
+        k = i;
+        max = t->shape[level] - arr[level].n + 1;
+
+        if (j->ctx->sink && oip_win_at(j, t, w, i, &d, &k, &max) != 0) {
+            rc = -1;
+            goto done;
+        }
+
+        n = oip_fast_run(j, t, d, k, max);
 
         if (n) {
             i += n;
@@ -840,7 +864,10 @@ oip_data_nested(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
 
         /* a failed leaf may leave j->p at the end: not looked at again */
 
-        if (oip_leaf(j, t, dst, i++, bytes) != 0) {
+        if (oip_leaf(j, t, d ? d + k * oip_dtypes[t->dt].size : NULL, i++,
+                     bytes)
+            != 0)
+        {
             rc = -1;
             goto done;
         }
@@ -873,6 +900,82 @@ int
 oip_data_to_binary(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     oip_out_t *bytes)
 {
+    return oip_data_any(j, t, dst, bytes, NULL);
+}
+
+
+/*
+ * A fixed-size tensor's "data" converted through the window (requests of
+ * any size): each full window is written to the sink's file, then the
+ * rest; w->off ends after the tensor's bytes.
+ */
+
+int
+oip_data_to_sink(oip_json_t *j, const oip_tensor_t *t, oip_win_t *w)
+{
+    size_t  len;
+
+    w->base = 0;
+
+    if (oip_data_any(j, t, w->buf, NULL, w) != 0) {
+        return -1;
+    }
+
+    len = (t->count - w->base) * oip_dtypes[t->dt].size;
+
+    if (len && oip_sink_write(j->ctx, w->buf, len, w->off) != 0) {
+        return -1;
+    }
+
+    w->off += len;
+
+    return 0;
+}
+
+
+/*
+ * Where element i goes, with a sink: into the window (written out when
+ * full) when there is one, else nowhere (only checked); max cut so that
+ * the pass tells its progress every OIP_SINK_RUN elements at most.
+ */
+
+static int
+oip_win_at(oip_json_t *j, const oip_tensor_t *t, oip_win_t *w, uint64_t i,
+    uint8_t **dst, uint64_t *k, uint64_t *max)
+{
+    size_t  size;
+
+    oip_progress(j->ctx, j->p);
+
+    *max = oip_min(*max, OIP_SINK_RUN);
+
+    if (w == NULL) {
+        return 0;
+    }
+
+    size = oip_dtypes[t->dt].size;
+
+    if (i - w->base == w->cap) {
+        if (oip_sink_write(j->ctx, w->buf, w->cap * size, w->off) != 0) {
+            return -1;
+        }
+
+        w->off += w->cap * size;
+        w->base = i;
+    }
+
+    *dst = w->buf;
+    *k = i - w->base;
+    *max = oip_min(*max, w->cap - *k);
+
+    return 0;
+}
+
+
+static int
+oip_data_any(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
+    oip_out_t *bytes, oip_win_t *w)
+{
     const uint8_t *q;
 
     if (*j->p != '[') {
@@ -885,10 +988,10 @@ oip_data_to_binary(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     }
 
     if (t->rank >= 2 && q < j->end && *q == '[') {
-        return oip_data_nested(j, t, dst, bytes);
+        return oip_data_nested(j, t, dst, bytes, w);
     }
 
-    return oip_data_flat(j, t, dst, bytes);
+    return oip_data_flat(j, t, dst, bytes, w);
 }
 
 

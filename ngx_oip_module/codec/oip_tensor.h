@@ -64,10 +64,28 @@ typedef struct {
     "(oip_upstream_nonfinite refuse)"
 
 
+/*
+ * A tensor converted through a window (requests of any size): cap
+ * elements at a time in buf, each full window written to the sink's
+ * file at off, which moves on.
+ */
+
+typedef struct {
+    uint8_t               *buf;
+    uint64_t               base;       /* the index of buf's first element */
+    uint64_t               cap;
+    uint64_t               off;
+} oip_win_t;
+
+/* elements converted or checked between two looks at the progress */
+#define OIP_SINK_RUN         65536
+
+
 oip_dtype_e oip_dtype_find(const uint8_t *s, size_t len);
 int oip_shape_count(const uint64_t *shape, size_t rank, uint64_t *count);
 int oip_data_to_binary(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
     oip_out_t *bytes);
+int oip_data_to_sink(oip_json_t *j, const oip_tensor_t *t, oip_win_t *w);
 int oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t,
     const uint8_t *src, size_t len, int status);
 int oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t,

@@ -293,9 +293,21 @@ static ngx_int_t
 ngx_http_oip_replace(ngx_http_request_t *r, oip_result_t *res)
 {
     ngx_buf_t                *last;
+    ngx_http_oip_ctx_t       *ctx;
     ngx_http_request_body_t  *rb;
 
     rb = r->request_body;
+    ctx = ngx_http_oip_get_ctx(r);
+
+    if (ctx->spool) {
+        /* the JSON, then the converted body's file */
+
+        if (ngx_http_oip_spool_body(r, ctx, res) != NGX_OK) {
+            return NGX_ERROR;
+        }
+
+        goto length;
+    }
 
     if (ngx_http_oip_chain(r, res->segs, res->nsegs, &rb->bufs, &last)
         != NGX_OK)
@@ -311,6 +323,8 @@ ngx_http_oip_replace(ngx_http_request_t *r, oip_result_t *res)
         ngx_pool_run_cleanup_file(r->pool, rb->temp_file->file.fd);
         rb->temp_file = NULL;
     }
+
+length:
 
     r->headers_in.content_length_n = res->body_len;
     r->headers_in.chunked = 0;

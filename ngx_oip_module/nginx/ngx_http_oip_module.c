@@ -99,6 +99,11 @@ static ngx_conf_num_bounds_t  ngx_http_oip_depth_bounds = {
     ngx_conf_check_num_bounds, 1, 100000
 };
 
+/* a window holds a few elements of any type, and a page to release */
+static ngx_conf_num_bounds_t  ngx_http_oip_buffer_bounds = {
+    ngx_conf_check_num_bounds, 64 * 1024, -1
+};
+
 
 static ngx_command_t  ngx_http_oip_commands[] = {
 
@@ -249,6 +254,13 @@ static ngx_command_t  ngx_http_oip_commands[] = {
       offsetof(ngx_http_oip_loc_conf_t, stream_idle),
       NULL },
 
+    { ngx_string("oip_buffer"),
+      NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE1,
+      ngx_conf_set_size_slot,
+      NGX_HTTP_LOC_CONF_OFFSET,
+      offsetof(ngx_http_oip_loc_conf_t, buffer),
+      &ngx_http_oip_buffer_bounds },
+
     { ngx_string("oip_thread_pool"),
       NGX_HTTP_MAIN_CONF|NGX_HTTP_SRV_CONF|NGX_HTTP_LOC_CONF|NGX_CONF_TAKE12,
       ngx_http_oip_thread_pool,
@@ -395,6 +407,7 @@ ngx_http_oip_create_loc_conf(ngx_conf_t *cf)
     conf->generate = NGX_CONF_UNSET_UINT;
     conf->thread_pool = NGX_CONF_UNSET_PTR;
     conf->thread_threshold = NGX_CONF_UNSET_SIZE;
+    conf->buffer = NGX_CONF_UNSET_SIZE;
     conf->admit = NGX_CONF_UNSET_PTR;
     conf->priority = NGX_CONF_UNSET_PTR;
 
@@ -484,6 +497,13 @@ ngx_http_oip_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child)
     if (ngx_http_oip_stream_check(cf, conf) != NGX_OK) {
         return NGX_CONF_ERROR;
     }
+
+    /*
+     * bodies above it go through files: 16 MB keeps bodies of some
+     * megabytes on the faster path in memory, and three of it (the
+     * input mapped, the window, the JSON) stay under 64 MB
+     */
+    ngx_conf_merge_size_value(conf->buffer, prev->buffer, 16 * 1024 * 1024);
 
     /* below that, posting costs more than converting in the worker */
     ngx_conf_merge_ptr_value(conf->thread_pool, prev->thread_pool, NULL);

@@ -149,6 +149,8 @@ typedef struct {
     void                  *thread_pool;
     size_t                 thread_threshold;
 
+    size_t                 buffer;          /* oip_buffer */
+
     ngx_http_oip_admit_t  *admit;           /* NULL: none */
     ngx_http_complex_value_t  *priority;    /* oip_priority; NULL: none */
 } ngx_http_oip_loc_conf_t;
@@ -258,6 +260,10 @@ typedef struct {
 } ngx_http_oip_stream_t;
 
 
+/* a request body above oip_buffer, converted through files (spool.c) */
+typedef struct ngx_http_oip_spool_s  ngx_http_oip_spool_t;
+
+
 /*
  * Its admission (ngx_http_oip_admission.c): the outcomes, in the order
  * of the metrics' labels, then the state of one that waits.
@@ -347,6 +353,8 @@ typedef struct {
     ngx_http_oip_req_t     req;
     ngx_http_oip_ans_t     ans;
     ngx_http_oip_stream_t *stream;      /* a stream's only (stream.c) */
+    ngx_http_oip_spool_t  *spool;       /* a body above oip_buffer's
+                                           (spool.c) */
     ngx_http_oip_adm_t     adm;
     ngx_http_oip_vars_t    vars;
 } ngx_http_oip_ctx_t;
@@ -508,6 +516,16 @@ ngx_int_t ngx_http_oip_chain(ngx_http_request_t *r, oip_seg_t *segs,
 ngx_int_t ngx_http_oip_body_in(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char **data, size_t *len);
 ngx_int_t ngx_http_oip_body_out(ngx_http_request_t *r, oip_result_t *res);
+
+/* bodies above oip_buffer, through files (ngx_http_oip_spool.c) */
+ngx_int_t ngx_http_oip_spool_in(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_framing_t *framing, u_char **data,
+    size_t *len);
+const oip_sink_t *ngx_http_oip_spool_sink(ngx_http_oip_ctx_t *ctx);
+void ngx_http_oip_spool_done(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
+ngx_int_t ngx_http_oip_spool_body(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
 
 /* the conversion runner, big ones in a thread (ngx_http_oip_thread.c) */
 char *ngx_http_oip_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,

@@ -450,7 +450,14 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
                    "oip: IHCL %L, encoding %d, carrier %d", framing.ihcl,
                    (int) framing.encoding, (int) framing.carrier);
 
-    rc = ngx_http_oip_body_in(r, ctx, &body, &len);
+    /* above oip_buffer, mapped and converted through files */
+
+    rc = ngx_http_oip_spool_in(r, ctx, &framing, &body, &len);
+
+    if (rc == NGX_DECLINED) {
+        rc = ngx_http_oip_body_in(r, ctx, &body, &len);
+    }
+
     if (rc != NGX_OK) {
         return rc;
     }
@@ -502,6 +509,8 @@ ngx_http_oip_process(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     run.digested = (ngx_http_oip_digest_begin(r, ctx, &run.digest, &run.opt)
                     == NGX_OK);
 
+    run.opt.sink = ngx_http_oip_spool_sink(ctx);
+
     return ngx_http_oip_run(&run);
 }
 
@@ -521,6 +530,8 @@ ngx_http_oip_process_done(ngx_http_request_t *r, ngx_http_oip_run_t *run)
     }
 
     ctx->vars.request_usec += run->usec;
+
+    ngx_http_oip_spool_done(r, ctx, run->rc, &run->res);
 
     return ngx_http_oip_processed(r, ctx, run->rc, &run->res);
 }

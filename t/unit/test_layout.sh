@@ -62,7 +62,7 @@ ok() {
 defined() { nm --defined-only -g "$1" | awk '{ print $3 }' | sort -u; }
 used() { nm -u "$1" | awk '{ print $2 }' | sort -u; }
 
-echo "1..29"
+echo "1..30"
 
 if [ ! -d "$OBJ/codec" ] || [ ! -f "$SO" ]; then
     echo "Bail out! the module is not built: ./build.sh build"
@@ -147,8 +147,10 @@ named=$(cat "$tmp/req.use" "$tmp/resp.use" | sort -u \
 [ -z "$named" ]
 ok $? "the paths call no transport by name, only the location's table${named:+: }$(echo $named)"
 
-# the body file serves the request path
+# the body file serves the request path, and so does the spool file
+# (bodies above oip_buffer, through files)
 apart body "the body file"
+apart spool "the spool file"
 
 # admission serves both paths; its zone knows nothing of them
 apart admission "the admission file"
@@ -168,19 +170,20 @@ apart generate "the generate file"
 # what the glue files use of each other: the module and util files', the
 # cache, thread, admission, sequence, stream and generate files' helpers,
 # and for the
-# request path the signature and body files'
+# request path the signature, body and spool files'
 defined "$GLUE/ngx_http_oip_module.o" > "$tmp/mod.def"
 defined "$GLUE/ngx_http_oip_util.o" >> "$tmp/mod.def"
 cat "$tmp/mod.def" "$tmp/cache.def" "$tmp/thread.def" "$tmp/admission.def" \
     "$tmp/sequence.def" "$tmp/stream.def" "$tmp/generate.def" \
     | sort -u > "$tmp/modcache.def"
-cat "$tmp/modcache.def" "$tmp/sig.def" "$tmp/body.def" | sort -u \
+cat "$tmp/modcache.def" "$tmp/sig.def" "$tmp/body.def" "$tmp/spool.def" \
+    | sort -u \
     > "$tmp/modsig.def"
 grep '^ngx_http_oip_' "$tmp/req.use" | sort -u > "$tmp/req.glue"
 grep '^ngx_http_oip_' "$tmp/resp.use" | sort -u > "$tmp/resp.glue"
 stray="$(comm -23 "$tmp/req.glue" "$tmp/modsig.def")$(comm -23 "$tmp/resp.glue" "$tmp/modcache.def")"
 [ -z "$stray" ]
-ok $? "the paths use only the module, util, cache, thread, admission, sequence, stream and generate files' helpers (and the request path the signature and body files')${stray:+: }$(echo $stray)"
+ok $? "the paths use only the module, util, cache, thread, admission, sequence, stream and generate files' helpers (and the request path the signature, body and spool files')${stray:+: }$(echo $stray)"
 
 # NEEDED entries, but libc: the libraries of config, each -lX a libX.so.N
 # (the codec's, and the glue's: -l words of config's ngx_module_libs)

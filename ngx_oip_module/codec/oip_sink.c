@@ -1,0 +1,158 @@
+
+/*
+ * Copyright (C) ngx_oip_module authors
+ *
+ * A message's tensors through the caller's sink (requests of any size,
+ * oip_buffer): what is made binary is written to the sink's file as the
+ * pass meets it, chunks that stay binary are given their places there in
+ * the order of the tensors and copied once the layout has found them;
+ * the writer keeps only the JSON.
+ */
+
+
+#include "oip_message.h"
+
+
+/*
+ * A tensor made binary with a sink: its bytes go to the sink's file, in
+ * the order of the tensors, through one window of the sink's block (or,
+ * BYTES, one block of the writer); nothing of it is kept in memory.
+ */
+
+int
+oip_item_spool(oip_msg_t *m, oip_item_t *it, oip_json_t *j,
+    const oip_tensor_t *t)
+{
+    int         rc;
+    size_t      size;
+    oip_out_t   w;
+    oip_win_t   win;
+
+    it->sink_at = m->sink_off;
+    it->spooled = 1;
+    it->chunk = NULL;
+    it->nchunk = 0;
+
+    size = oip_dtypes[t->dt].size;
+
+    if (size == 0) {
+        oip_out_init(&w, &m->c, 0);
+        oip_out_sink(&w, &m->sink_off);
+
+        rc = oip_data_to_binary(j, t, NULL, &w);
+
+        if (rc == 0) {
+            rc = oip_out_cut(&w);
+        }
+
+        oip_free(&m->c, w.block);
+        it->chunk_len = w.total;
+
+        return rc;
+    }
+
+    if (m->win == NULL) {
+        m->win = oip_alloc(&m->c, m->c.sink->block);
+        if (m->win == NULL) {
+            return -1;
+        }
+    }
+
+    win.buf = m->win;
+    win.cap = m->c.sink->block / size;
+    win.off = m->sink_off;
+
+    rc = oip_data_to_sink(j, t, &win);
+
+    m->sink_off = win.off;
+    it->chunk_len = t->count * size;
+
+    return rc;
+}
+
+
+/*
+ * A binary chunk that stays binary, with a sink: its place in the sink's
+ * file is kept when its tensor is read, in the order of the tensors; it
+ * is copied there once the layout has found it.  One that cannot be
+ * there gets none: the layout refuses it.
+ */
+
+void
+oip_item_reserve(oip_msg_t *m, oip_item_t *it)
+{
+    if (!it->has_bds || it->bds_size > m->blen || it->act == OIP_ACT_JSON
+        || it->act == OIP_ACT_DROP || it->act == OIP_ACT_FAIL)
+    {
+        return;
+    }
+
+    it->sink_at = m->sink_off;
+    it->reserved = 1;
+    m->sink_off += it->bds_size;
+}
+
+
+/*
+ * With a sink: the JSON is what the writer holds; every chunk after it is
+ * in the sink's file, converted ones already there, the others copied
+ * now into the places kept for them.
+ */
+
+int
+oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
+{
+    size_t          i, n, len;
+    oip_item_t     *it;
+    const uint8_t  *p;
+
+    if (oip_out_cut(o) != 0) {
+        return -1;
+    }
+
+    res->header_len = o->total;
+
+    for (i = 0; i < m->nitems; i++) {
+        it = &m->items[i];
+
+        if (it->spooled) {
+            res->binary = 1;
+            continue;
+        }
+
+        if (!it->has_bds || it->act == OIP_ACT_JSON
+            || it->act == OIP_ACT_DROP)
+        {
+            continue;
+        }
+
+        if (!it->reserved) {
+            return oip_fail(&m->c, 500, OIP_REASON_OTHER, "internal error: "
+                            "a chunk without its place");
+        }
+
+        res->binary = 1;
+
+        p = it->bin;
+        len = it->bds_size;
+
+        for (n = 0; n < len; n += m->c.sink->block) {
+            if (oip_sink_write(&m->c, p + n,
+                               oip_min(len - n, m->c.sink->block),
+                               it->sink_at + n)
+                != 0)
+            {
+                return -1;
+            }
+
+            oip_progress(&m->c, p + oip_min(len, n + m->c.sink->block));
+        }
+    }
+
+    res->segs = o->segs;
+    res->nsegs = o->nsegs;
+    res->spooled = m->sink_off;
+    res->body_len = o->total + m->sink_off;
+
+    return 0;
+}

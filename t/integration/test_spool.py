@@ -1,0 +1,459 @@
+#!/usr/bin/python3
+#
+# Copyright (C) ngx_oip_module authors
+#
+"""oip_buffer: a request body that nginx spilled to its temporary file
+and that is larger than oip_buffer is converted through files, not in
+memory.  What the upstream gets is byte for byte what the in-memory path
+sends, for every datatype and form; a refusal found at the end of such a
+body is a clean 4xx with nothing sent; a disk that is full is a JSON 500
+with nothing sent; the temporary files are gone on every end (by the
+worker's open descriptors: nginx unlinks them when it opens them); and,
+in the plain pass, a 256 MB conversion grows the worker by no more than
+the bound."""
+
+import gzip
+import json
+import os
+import random
+import re
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from oiptest import (GatewayTestCase, IHCL, heavy, run_tests, wait_for)
+
+MAIN = "thread_pool oip threads=2;"
+
+DTYPES = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
+          "INT32", "INT64", "FP16", "BF16", "FP32", "FP64", "BYTES"]
+
+PACK = {"BOOL": "?", "UINT8": "B", "UINT16": "H", "UINT32": "I",
+        "UINT64": "Q", "INT8": "b", "INT16": "h", "INT32": "i",
+        "INT64": "q", "FP32": "f", "FP64": "d"}
+
+
+def location(path, upstream, buffer, inputs="binary", extra=""):
+    """Bodies above 16k are spilled (client_body_buffer_size), above
+    buffer converted through files."""
+    return """
+        location /%s/ {{
+            oip on;
+            oip_buffer %s;
+            oip_upstream_inputs %s;
+            client_body_buffer_size 16k;
+            %s
+            proxy_pass http://127.0.0.1:{%s}/;
+        }}
+""" % (path, buffer, inputs, extra, upstream)
+
+
+def values(dt, n, rnd):
+    if dt == "BOOL":
+        return [rnd.random() < 0.5 for _ in range(n)]
+    if dt == "BYTES":
+        return ["s%d-%s" % (i, "x" * rnd.randrange(40)) for i in range(n)]
+    if dt.startswith("FP") or dt == "BF16":
+        return [round(rnd.uniform(-100, 100), 2) for _ in range(n)]
+    if dt.startswith("UINT"):
+        return [rnd.randrange(0, 250) for _ in range(n)]
+    return [rnd.randrange(-120, 120) for _ in range(n)]
+
+
+def binary_chunk(dt, vals):
+    if dt == "BYTES":
+        return b"".join(struct.pack("<I", len(v)) + v.encode() for v in vals)
+    return struct.pack("<%d%s" % (len(vals), PACK[dt]), *vals)
+
+
+def binary_request(inputs):
+    """inputs: (name, dt, shape, data or None, chunk or None); a body with
+    its IHCL."""
+    doc = {"inputs": []}
+    tail = b""
+    for name, dt, shape, data, chunk in inputs:
+        t = {"name": name, "datatype": dt, "shape": shape}
+        if chunk is not None:
+            t["parameters"] = {"binary_data_size": len(chunk)}
+            tail += chunk
+        else:
+            t["data"] = data
+        doc["inputs"].append(t)
+    head = json.dumps(doc).encode()
+    return head + tail, {IHCL: str(len(head))} if tail else {}
+
+
+def worker_temp_fds(ngx):
+    """The temporary files the workers hold open (body, converted)."""
+    n = 0
+    for pid in ngx.workers():
+        base = "/proc/%d/fd" % pid
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for fd in names:
+            try:
+                link = os.readlink(os.path.join(base, fd))
+            except OSError:
+                continue
+            if "client_body" in link or "/spool-full/" in link:
+                n += 1
+    return n
+
+
+class Spool(GatewayTestCase):
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rec = cls.start_recorder()
+        cls.full = None
+        server = """
+        client_max_body_size 512m;
+""" + "".join([
+            location("spool", "rec", "64k"),
+            location("memory", "rec", "1024m"),
+            location("sjson", "rec", "64k", "json"),
+            location("mjson", "rec", "1024m", "json"),
+            location("skeep", "rec", "64k", "keep"),
+            location("mkeep", "rec", "1024m", "keep"),
+            location("sthread", "rec", "64k", "binary",
+                     "oip_thread_pool oip threshold=1k;"),
+            location("sraw", "rec", "64k", "binary",
+                     "oip_raw_input INPUT0 FP32 -1;"),
+            location("mraw", "rec", "1024m", "binary",
+                     "oip_raw_input INPUT0 FP32 -1;"),
+            location("gone", "dead", "64k"),
+        ])
+        cls.dead = socket.socket()
+        cls.dead.bind(("127.0.0.1", 0))
+        dead = cls.dead.getsockname()[1]
+        cls.dead.close()
+        cls.ngx = cls.start_nginx(server, main=MAIN, log_level="debug",
+                                  rec=cls.rec.port, dead=dead)
+
+    def log_since(self, start):
+        with open(os.path.join(self.ngx.dir, "error.log"),
+                  errors="replace") as f:
+            f.seek(start)
+            return f.read()
+
+    def log_size(self):
+        return os.path.getsize(os.path.join(self.ngx.dir, "error.log"))
+
+    def sent(self, path, body, headers=None, spooled=True):
+        """What the recorder got for body posted to path."""
+        self.rec.clear()
+        start = self.log_size()
+        st, _, out = self.ngx.post(path, body, headers or {})
+        self.assertEqual(st, 200, out)
+        req = self.rec.last()
+        log = self.log_since(start)
+        mapped = re.search(r"oip: body of \d+ bytes mapped", log)
+        self.assertEqual(bool(mapped), spooled, path)
+        h = req["headers"]
+        return (req["body"], h.get("content-length"), h.get(IHCL.lower()),
+                h.get("content-type"))
+
+    def same(self, a, b, body, headers=None, spooled=True):
+        got = self.sent("/%s/v2/models/m/infer" % a, body, headers, spooled)
+        want = self.sent("/%s/v2/models/m/infer" % b, body, headers, False)
+        self.assertEqual(got[1:], want[1:])
+        self.assertEqual(len(got[0]), len(want[0]))
+        self.assertTrue(got[0] == want[0], "bodies differ")
+        self.assertEqual(worker_temp_fds(self.ngx), 0)
+        return got
+
+    def test_every_datatype_json_to_binary(self):
+        """Every datatype's JSON data made binary, flat and nested, the
+        windows crossed many times (oip_buffer 64k)."""
+        rnd = random.Random(1)
+        inputs = []
+        for i, dt in enumerate(DTYPES):
+            n = 30000 if dt in ("FP32", "BYTES") else 3000
+            vals = values(dt, n, rnd)
+            if i % 2:
+                data = [vals[k:k + 10] for k in range(0, n, 10)]
+                shape = [n // 10, 10]
+            else:
+                data, shape = vals, [n]
+            inputs.append({"name": "IN_%s" % dt, "datatype": dt,
+                           "shape": shape, "data": data})
+        body = json.dumps({"id": "all", "inputs": inputs}).encode()
+        got = self.same("spool", "memory", body)
+        self.assertIsNotNone(got[2])            # binary, converted
+
+    def test_mixed(self):
+        """Binary chunks kept and JSON made binary, interleaved: each
+        chunk in its tensor's place."""
+        rnd = random.Random(2)
+        ins = []
+        for i, dt in enumerate(["FP32", "INT8", "BYTES", "FP16", "INT64",
+                                "BYTES", "FP32"]):
+            vals = values(dt, 8000, rnd)
+            if i % 2 == 0 and dt != "FP16":
+                ins.append(("X%d" % i, dt, [8000], None,
+                            binary_chunk(dt, vals)))
+            else:
+                ins.append(("X%d" % i, dt, [8000], vals, None))
+        body, hdrs = binary_request(ins)
+        self.same("spool", "memory", body, hdrs)
+
+    def test_binary_as_it_came(self):
+        """A binary body to a binary upstream goes as it came."""
+        rnd = random.Random(3)
+        vals = values("FP32", 50000, rnd)
+        body, hdrs = binary_request([("B", "FP32", [50000], None,
+                                      binary_chunk("FP32", vals))])
+        got = self.same("spool", "memory", body, hdrs)
+        self.assertEqual(got[0], body)
+
+    def test_json_kept(self):
+        """Only checked: a JSON body to a JSON upstream as it came."""
+        rnd = random.Random(4)
+        body = json.dumps({"inputs": [
+            {"name": "J", "datatype": "FP64", "shape": [40000],
+             "data": values("FP64", 40000, rnd)}]}).encode()
+        got = self.same("skeep", "mkeep", body)
+        self.assertEqual(got[0], body)
+
+    def test_binary_to_json(self):
+        """Binary chunks made JSON for a JSON upstream."""
+        rnd = random.Random(5)
+        ins = [("A", "FP32", [30000], None,
+                binary_chunk("FP32", values("FP32", 30000, rnd))),
+               ("B", "INT16", [2000], values("INT16", 2000, rnd), None),
+               ("C", "BYTES", [500], None,
+                binary_chunk("BYTES", values("BYTES", 500, rnd)))]
+        body, hdrs = binary_request(ins)
+        got = self.same("sjson", "mjson", body, hdrs)
+        self.assertIsNone(got[2])
+
+    def test_raw(self):
+        """A raw binary body (IHCL 0) given its header."""
+        body = struct.pack("<50000f", *range(50000))
+        got = self.same("sraw", "mraw", body, {IHCL: "0"})
+        self.assertEqual(got[0][-len(body):], body)
+
+    def test_gzip(self):
+        """Encoded bodies are inflated in memory, as before."""
+        rnd = random.Random(6)
+        plain = json.dumps({"inputs": [
+            {"name": "Z", "datatype": "FP32", "shape": [60000],
+             "data": values("FP32", 60000, rnd)}]}).encode()
+        body = gzip.compress(plain)
+        self.assertGreater(len(body), 64 * 1024)
+        self.same("spool", "memory", body, {"Content-Encoding": "gzip"},
+                  spooled=False)
+
+    def test_thread_pool(self):
+        """The pass runs in a thread the same."""
+        rnd = random.Random(7)
+        body = json.dumps({"inputs": [
+            {"name": "T", "datatype": "FP16", "shape": [70000],
+             "data": values("FP16", 70000, rnd)}]}).encode()
+        start = self.log_size()
+        self.same("sthread", "memory", body)
+        self.assertIn("converted in a thread", self.log_since(start))
+
+    def test_late_refusal(self):
+        """A refusal at the very end of a spilled body: a clean 400,
+        nothing sent upstream, no file left."""
+        rnd = random.Random(8)
+        for last in ('{"name":"Z","datatype":"FP32","shape":[3],'
+                     '"data":[1,2]}',
+                     '{"name":"Z","datatype":"FP32","shape":[2],'
+                     '"data":[1,"x"]}'):
+            head = json.dumps({"inputs": [
+                {"name": "A", "datatype": "FP32", "shape": [80000],
+                 "data": values("FP32", 80000, rnd)}]}).encode()
+            body = head[:-2] + b"," + last.encode() + b"]}"
+            self.rec.clear()
+            resp = self.ngx.post("/spool/v2/models/m/infer", body)
+            self.assertJSONError(resp, 400)
+            self.assertEqual(self.rec.requests, [])
+            self.assertEqual(worker_temp_fds(self.ngx), 0)
+
+    def test_runtime_gone(self):
+        """An upstream that cannot be reached: 502, no file left."""
+        rnd = random.Random(9)
+        body = json.dumps({"inputs": [
+            {"name": "A", "datatype": "FP32", "shape": [30000],
+             "data": values("FP32", 30000, rnd)}]}).encode()
+        st, _, _ = self.ngx.post("/gone/v2/models/m/infer", body)
+        self.assertEqual(st, 502)
+        self.assertEqual(wait_for(lambda: worker_temp_fds(self.ngx),
+                                  lambda n: n == 0), 0)
+
+    def test_client_gone(self):
+        """A client that leaves once its body is sent: no file left."""
+        rnd = random.Random(10)
+        body = json.dumps({"inputs": [
+            {"name": "A", "datatype": "FP32", "shape": [200000],
+             "data": values("FP32", 200000, rnd)}]}).encode()
+        s = socket.create_connection(("127.0.0.1", self.ngx.port))
+        s.sendall(b"POST /sthread/v2/models/m/infer HTTP/1.1\r\n"
+                  b"Host: x\r\nContent-Length: %d\r\n\r\n" % len(body)
+                  + body)
+        s.close()
+        self.assertEqual(wait_for(lambda: worker_temp_fds(self.ngx),
+                                  lambda n: n == 0), 0)
+        # the worker lives on
+        self.same("spool", "memory", body)
+
+
+def big_fp32(size):
+    """A JSON FP32 request of about size bytes, made quickly."""
+    unit = b"1.25,-3.5,0.125,7.75,"
+    n = size // len(unit)
+    return 4 * n, (b'{"inputs":[{"name":"I","datatype":"FP32","shape":[%d],'
+            b'"data":[' % (4 * n) + (unit * n)[:-1] + b"]}]}")
+
+
+def status_kb(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+@heavy
+class Memory(GatewayTestCase):
+    """The bound itself, in the plain pass (not under ASan or valgrind,
+    whose own memory would be measured): one worker's peak RSS, reset
+    with clear_refs, while it converts a 256 MB JSON request."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rec = cls.start_recorder()
+        server = """
+        client_max_body_size 1024m;
+        oip_max_json_size 1024m;
+        oip_max_tensor_size 1024m;
+        location /big/ {{
+            oip on;
+            oip_upstream_inputs binary;
+            proxy_pass http://127.0.0.1:{rec}/;
+        }}
+        location /tbig/ {{
+            oip on;
+            oip_upstream_inputs binary;
+            oip_thread_pool oip threshold=1m;
+            proxy_pass http://127.0.0.1:{rec}/;
+        }}
+"""
+        cls.ngx = cls.start_nginx(server, main=MAIN, log_level="debug",
+                                  rec=cls.rec.port)
+
+    def test_rss_256mb(self):
+        """A 256 MB conversion grows the worker by 64 MB at most (the
+        in-memory path grows it by more than the body)."""
+        count, body = big_fp32(256 * 1024 * 1024)
+        pid, = self.ngx.workers()
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        before = status_kb(pid, "VmRSS")
+        st, _, out = self.ngx.post("/big/v2/models/m/infer", body,
+                                   timeout=120)
+        self.assertEqual(st, 200, out)
+        grown = status_kb(pid, "VmHWM") - before
+        req = self.rec.last()
+        self.rec.clear()
+        ihcl = int(req["headers"][IHCL.lower()])
+        self.assertEqual(len(req["body"]) - ihcl, 4 * count)
+        self.assertLessEqual(grown, 64 * 1024,
+                             "the worker grew by %d KB" % grown)
+        self.assertEqual(worker_temp_fds(self.ngx), 0)
+
+    def test_reload_mid_conversion(self):
+        """A reload while a big body converts in a thread: the old
+        worker finishes it, the answer is whole, no file is left."""
+        _, body = big_fp32(96 * 1024 * 1024)
+        log = os.path.join(self.ngx.dir, "error.log")
+        start = os.path.getsize(log)
+        out = {}
+
+        def post():
+            out["r"] = self.ngx.post("/tbig/v2/models/m/infer", body,
+                                     timeout=120)
+
+        import threading
+        t = threading.Thread(target=post)
+        t.start()
+
+        def mapped():
+            with open(log, errors="replace") as f:
+                f.seek(start)
+                return "converted in a thread" in f.read()
+
+        self.assertTrue(wait_for(mapped, timeout=60))
+        os.kill(self.ngx.proc.pid, 1)
+        t.join(120)
+        st, _, text = out["r"]
+        self.assertEqual(st, 200, text)
+        self.rec.clear()
+        self.assertEqual(wait_for(lambda: worker_temp_fds(self.ngx),
+                                  lambda n: n == 0), 0)
+
+
+class DiskFull(GatewayTestCase):
+    """The converted body's file cannot be written: a small tmpfs where
+    the test may mount one (root); elsewhere the test is skipped, and
+    says so."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.mnt = tempfile.mkdtemp(prefix="spool-full-")
+        os.chmod(cls.mnt, 0o777)
+        r = subprocess.run(["mount", "-t", "tmpfs", "-o",
+                            "size=2600k,mode=0777", "tmpfs", cls.mnt],
+                           capture_output=True)
+        cls.mounted = (r.returncode == 0)
+        if not cls.mounted:
+            os.rmdir(cls.mnt)
+            return
+        cls._stoppers.append(cls.unmount)
+        cls.rec = cls.start_recorder()
+        server = location("full", "rec", "64k", "binary",
+                          "client_body_temp_path %s;\n"
+                          "            client_max_body_size 8m;" % cls.mnt)
+        cls.ngx = cls.start_nginx(server, rec=cls.rec.port)
+
+    @classmethod
+    def unmount(cls):
+        subprocess.run(["umount", cls.mnt])
+        os.rmdir(cls.mnt)
+
+    def test_disk_full(self):
+        """A 1.9 MB body fills most of 2.5 MB; its 1 MB of INT8 does not
+        fit: a JSON 500, nothing sent, the files gone; then a body that
+        fits passes."""
+        if not self.mounted:
+            self.skipTest("no tmpfs can be mounted here (not root)")
+        n = 1000000
+        body = (b'{"inputs":[{"name":"I","datatype":"INT8","shape":[%d],'
+                b'"data":[' % n + b",".join([b"1"] * n) + b"]}]}")
+        resp = self.ngx.post("/full/v2/models/m/infer", body)
+        self.assertJSONError(resp, 500, "temporary file")
+        self.assertEqual(self.rec.requests, [])
+        self.assertEqual(wait_for(lambda: worker_temp_fds(self.ngx),
+                                  lambda k: k == 0), 0)
+        small = (b'{"inputs":[{"name":"I","datatype":"INT8","shape":'
+                 b'[100000],"data":[' + b",".join([b"1"] * 100000)
+                 + b"]}]}")
+        st, _, out = self.ngx.post("/full/v2/models/m/infer", small)
+        self.assertEqual(st, 200, out)
+        self.assertEqual(len(self.rec.last()["body"]) - int(
+            self.rec.last()["headers"][IHCL.lower()]), 100000)
+        self.assertIn("writing the converted request", self.ngx.log())
+
+
+if __name__ == "__main__":
+    run_tests()
