@@ -275,6 +275,11 @@ do_bench() {
     phase "streams: latency against the runtime direct, 1000 at once"
     "$PY" "$ROOT/t/bench/bench_stream.py" || rc=1
 
+    phase "tensors of any size: 16 MB to 1 GB requests, in memory and" \
+          "through files"
+    OIP_SPOOL_DATA="$bin/spool.dat" \
+        "$PY" "$ROOT/t/bench/bench_spool.py" || rc=1
+
     phase "instructions a 1 KB request costs (callgrind, about 15 minutes)"
     "$PY" "$ROOT/t/bench/bench_instructions.py" || rc=1
 

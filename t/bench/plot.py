@@ -5,18 +5,22 @@
 """The bench's figures as PNG plots (Debian's gnuplot), for
 docs/performance.md:
 
-    plot.py CURVE MIXED OUTDIR [ADMISSION]
+    plot.py CURVE MIXED OUTDIR [ADMISSION [SPOOL]]
 
 CURVE: bench_codec's "direction bytes contender MB/s" lines (FP32, 1 KB
 to the largest size); MIXED: bench_mixed.py's "contender load p50 p90
 p99" lines; ADMISSION (admission.dat beside MIXED unless named):
 bench_admission.py's "contender load offered goodput shed p50 p99
-urt_p99 concurrent" lines.  Writes OUTDIR/codec-throughput.png
+urt_p99 concurrent" lines; SPOOL (spool.dat beside MIXED unless named):
+bench_spool.py's "path MB growth_MB seconds" lines.  Writes
+OUTDIR/codec-throughput.png
 (throughput against size, a line per contender, each direction),
 OUTDIR/mixed-latency.png (the 1 KB requests' percentiles, alone and
 beside big conversions) and OUTDIR/admission.png (goodput and p99
-latency against offered load, with and without oip_admit).  A missing
-input file leaves its plot out."""
+latency against offered load, with and without oip_admit) and
+OUTDIR/spool-rss.png (a worker's peak RSS growth against the request's
+size, in memory and through files).  A missing input file leaves its
+plot out."""
 
 import os
 import subprocess
@@ -155,6 +159,39 @@ unset multiplot
        ", ".join(lines["p99"]), direct_p99))
 
 
+SPOOL = [("memory", "in memory (oip_buffer above the body)"),
+         ("spool", "through files (oip_buffer 16m)")]
+
+
+def spool(data, out, work):
+    rows = [l.split() for l in open(data) if l.strip()]
+    plots = []
+    for key, label in SPOOL:
+        pts = sorted((int(r[1]), r[2]) for r in rows if r[0] == key)
+        if not pts:
+            continue
+        path = os.path.join(work, "spool-%s.dat" % key)
+        with open(path, "w") as f:
+            for mb, growth in pts:
+                f.write("%d %s\n" % (mb, growth))
+        plots.append("'%s' using 1:2 with linespoints lw 2 title '%s'"
+                     % (path, label))
+    if not plots:
+        return
+    gnuplot("""
+set terminal pngcairo noenhanced size 800,450 font ',10'
+set output '%s'
+set title 'a worker converting one JSON FP32 request to binary'
+set xlabel 'request body (MB)'
+set ylabel 'peak RSS growth (MB)'
+set logscale xy
+set xrange [10:2000]
+set grid
+set key top left
+plot %s, 64 with lines dt 3 lc rgb 'black' title 'the bound: 64 MB'
+""" % (out, ", ".join(plots)))
+
+
 def main():
     curve, mixed_data, outdir = sys.argv[1:4]
     admission_data = sys.argv[4] if len(sys.argv) > 4 else os.path.join(
@@ -168,6 +205,10 @@ def main():
     if os.path.exists(admission_data):
         admission(admission_data, os.path.join(outdir, "admission.png"),
                   work)
+    spool_data = sys.argv[5] if len(sys.argv) > 5 else os.path.join(
+        os.path.dirname(os.path.abspath(mixed_data)), "spool.dat")
+    if os.path.exists(spool_data):
+        spool(spool_data, os.path.join(outdir, "spool-rss.png"), work)
 
 
 if __name__ == "__main__":

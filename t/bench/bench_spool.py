@@ -1,0 +1,204 @@
+#!/usr/bin/python3
+#
+# Copyright (C) ngx_oip_module authors
+#
+"""Tensors of any size in bounded memory (issue 32), in one run: JSON
+FP32 requests of 16 MB to 1 GB converted to binary by one worker, on
+the memory path (oip_buffer above the body) and through files (the
+default oip_buffer, 16m), in front of an upstream that reads and drops
+what it gets.
+
+For each body: the worker's peak RSS above what it held before (VmHWM,
+reset with clear_refs), and the time the module spent on it
+($oip_convert_time, the best of OIP_SPOOL_ROUNDS for 128 MB).
+
+Targets (issue 32):
+    peak RSS growth converting a 1 GB request through files <= 64 MB;
+    throughput through files >= 0.9 x in memory, 128 MB bodies.
+Bodies up to oip_buffer take the memory path, unchanged
+(t/integration/test_spool.py checks which path each body takes).
+The exit status says whether they held.  OIP_SPOOL_DATA: where the
+"path MB growth_MB seconds" lines go, for plot.py.
+
+Environment: OIP_SPOOL_SIZES (MB, "16,64,128,256,512,1024"),
+OIP_SPOOL_ROUNDS (3), OIP_MODULE (the module).
+"""
+
+import http.client
+import os
+import socket
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+
+from oiptest import Nginx
+
+SIZES = [int(s) for s in os.environ.get(
+    "OIP_SPOOL_SIZES", "16,64,128,256,512,1024").split(",")]
+ROUNDS = int(os.environ.get("OIP_SPOOL_ROUNDS", "3"))
+DATA = os.environ.get("OIP_SPOOL_DATA")
+
+SERVER = """
+        client_max_body_size 2048m;
+        oip_max_json_size 2048m;
+        oip_max_tensor_size 2048m;
+        access_log {dir}/spool.log spool;
+        location /memory/ {{
+            oip on;
+            oip_upstream_inputs binary;
+            oip_buffer 4096m;
+            proxy_pass http://127.0.0.1:{up}/;
+        }}
+        location /spool/ {{
+            oip on;
+            oip_upstream_inputs binary;
+            proxy_pass http://127.0.0.1:{up}/;
+        }}
+"""
+
+HTTP = "log_format spool '$request_uri $status $oip_convert_time';"
+
+
+def drop_server():
+    """An upstream that reads each body and answers 200; the port."""
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", 0))
+    s.listen(16)
+
+    def serve(c):
+        f = c.makefile("rb")
+        try:
+            while True:
+                length = None
+                while True:
+                    line = f.readline()
+                    if not line:
+                        return
+                    if line in (b"\r\n", b"\n"):
+                        break
+                    k, _, v = line.partition(b":")
+                    if k.strip().lower() == b"content-length":
+                        length = int(v)
+                left = length or 0
+                while left:
+                    n = len(f.read(min(left, 1 << 20)))
+                    if n == 0:
+                        return
+                    left -= n
+                out = b'{"model_name":"m","outputs":[]}'
+                c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: "
+                          b"application/json\r\nContent-Length: %d\r\n\r\n"
+                          % len(out) + out)
+        finally:
+            c.close()
+
+    def accept():
+        while True:
+            c, _ = s.accept()
+            threading.Thread(target=serve, args=(c,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    return s.getsockname()[1]
+
+
+def body_of(mb):
+    unit = b"1.25,-3.5,0.125,7.75,"
+    n = mb * 1024 * 1024 // len(unit)
+    return (b'{"inputs":[{"name":"I","datatype":"FP32","shape":[%d],'
+            b'"data":[' % (4 * n) + (unit * n)[:-1] + b"]}]}")
+
+
+def kb(pid, field):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise KeyError(field)
+
+
+def last_convert(ngx):
+    with open(os.path.join(ngx.dir, "spool.log")) as f:
+        lines = f.read().splitlines()
+    uri, status, secs = lines[-1].split()
+    assert status == "200", lines[-1]
+    return float(secs)
+
+
+def convert(ngx, path, body):
+    """(growth in MB, conversion seconds) for one request."""
+    pid, = ngx.workers()
+    with open("/proc/%d/clear_refs" % pid, "w") as f:
+        f.write("5")
+    before = kb(pid, "VmRSS")
+    c = http.client.HTTPConnection("127.0.0.1", ngx.port, timeout=600)
+    c.request("POST", "/%s/v2/models/m/infer" % path, body=body)
+    r = c.getresponse()
+    r.read()
+    c.close()
+    assert r.status == 200, r.status
+    growth = (kb(pid, "VmHWM") - before) / 1024.0
+    # the log phase runs once the answer is sent: wait for its line
+    for _ in range(200):
+        try:
+            return growth, last_convert(ngx)
+        except (IndexError, FileNotFoundError):
+            time.sleep(0.05)
+    raise RuntimeError("no access log line")
+
+
+def main():
+    up = drop_server()
+    ngx = Nginx(SERVER, http=HTTP, up=up)
+    rows = []
+    ok = True
+    try:
+        print("%-8s %8s %14s %12s" % ("path", "MB", "RSS growth MB",
+                                      "convert s"))
+        for mb in SIZES:
+            body = body_of(mb)
+            for path in ("memory", "spool"):
+                open(os.path.join(ngx.dir, "spool.log"), "w").close()
+                rounds = ROUNDS if mb == 128 else 1
+                best = None
+                for _ in range(rounds):
+                    g, s = convert(ngx, path, body)
+                    if best is None or s < best[1]:
+                        best = (g, s)
+                rows.append((path, mb) + best)
+                print("%-8s %8d %14.1f %12.3f" % ((path, mb) + best))
+                sys.stdout.flush()
+            del body
+        bad = ngx.stop()
+        if bad:
+            print("error log:\n" + "\n".join(bad[:10]))
+            ok = False
+    finally:
+        if ngx.proc.poll() is None:
+            ngx.stop()
+
+    by = {(p, mb): (g, s) for p, mb, g, s in rows}
+    top = max(SIZES)
+    if ("spool", top) in by:
+        g = by[("spool", top)][0]
+        held = g <= 64
+        ok &= held
+        print("target: RSS growth through files, %d MB <= 64 MB: "
+              "%.1f MB %s" % (top, g, "held" if held else "MISSED"))
+    if ("spool", 128) in by and ("memory", 128) in by:
+        ratio = by[("memory", 128)][1] / max(by[("spool", 128)][1], 1e-3)
+        held = ratio >= 0.9
+        ok &= held
+        print("target: throughput through files / in memory, 128 MB "
+              ">= 0.9: %.2f %s" % (ratio, "held" if held else "MISSED"))
+    if DATA:
+        with open(DATA, "w") as f:
+            for p, mb, g, s in rows:
+                f.write("%s %d %.1f %.3f\n" % (p, mb, g, s))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
