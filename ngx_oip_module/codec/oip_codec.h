@@ -168,6 +168,22 @@ typedef struct {
 } oip_sink_t;
 
 
+/*
+ * An answer converted as it arrives (oip_response_plan()): the chunks of
+ * its binary part, in order, each made JSON data or dropped.
+ */
+
+typedef struct {
+    uint64_t               len;        /* its bytes */
+    int                    dt;
+    unsigned               size;       /* an element's bytes */
+    unsigned               drop:1;     /* not in the answer: skipped */
+} oip_chunk_t;
+
+/* the most one element takes as JSON data, its comma with it */
+#define OIP_ELEMENT_JSON_MAX  65
+
+
 /* a request's gRPC call (oip_upstream_protocol grpc) */
 
 typedef struct {
@@ -340,6 +356,12 @@ typedef struct {
     size_t                 body_len;       /* its Content-Length */
     uint64_t               spooled;        /* of it, in the sink's file
                                               from offset 0, after segs */
+
+    /* answers planned (oip_response_plan()): a hole is a segment
+     * without data, where the next kept chunk's elements go */
+    oip_chunk_t           *chunks;
+    size_t                 nchunks;
+    unsigned               planned:1;
     const char            *content_type;   /* to set, or NULL: as it is */
 
     oip_wish_t             wish;           /* requests: for the answer */
@@ -412,6 +434,29 @@ int oip_request_framing(oip_result_t *res, oip_framing_t *f,
 int oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     const oip_options_t *opt, const oip_framing_t *f, const uint8_t *body,
     size_t len);
+
+/*
+ * An answer converted as it arrives: its JSON header alone (ihcl bytes),
+ * blen bytes of binary part to come.  res->planned when every binary
+ * output is made JSON data or dropped: res->segs are the answer's text
+ * with holes (a segment without data, between the data's brackets) and
+ * res->chunks the binary part's chunks; not planned when the answer must
+ * be held (an output stays binary, BYTES made JSON, nothing to do).
+ * Returns res->status as oip_response_process() does; the chunks' bytes
+ * are checked as they come, by oip_chunk_json().
+ */
+int oip_response_plan(oip_result_t *res, const oip_alloc_t *a,
+    const oip_options_t *opt, const oip_wish_t *wish, const uint8_t *header,
+    size_t ihcl, uint64_t blen);
+
+/*
+ * n whole elements of a planned chunk, from src, as JSON data into dst
+ * (room for n * OIP_ELEMENT_JSON_MAX); at, the index of the first (a
+ * comma before it unless 0).  Returns the bytes written, or -1 with the
+ * reason in error (OIP_ERROR_LEN): a BOOL that is neither 0 nor 1.
+ */
+long oip_chunk_json(const oip_chunk_t *ch, uint64_t at, const uint8_t *src,
+    size_t n, uint8_t *dst, char *error);
 
 /*
  * An upstream answer's Inference-Header-Content-Length, or its

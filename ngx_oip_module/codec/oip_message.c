@@ -905,13 +905,17 @@ oip_msg_layout(oip_msg_t *m)
                             m->kind->what, oip_item_name(it));
         }
 
-        it->bin = p;
+        /* planned, the bytes are still to come: nowhere yet */
+        it->bin = m->plan ? NULL : p;
 
         if (oip_msg_chunk(m, it, rest) != 0) {
             return -1;
         }
 
-        p += it->bds_size;
+        if (!m->plan) {
+            p += it->bds_size;
+        }
+
         rest -= it->bds_size;
     }
 
@@ -960,6 +964,16 @@ oip_msg_chunk(oip_msg_t *m, oip_item_t *it, size_t rest)
                         "binary_data_size %llu runs past the end of the "
                         "body", m->kind->what, oip_item_name(it),
                         (unsigned long long) it->bds_size);
+    }
+
+    if (m->plan) {
+        /* the bytes are checked as they come; BYTES are not planned */
+
+        if (it->act == OIP_ACT_JSON && t->dt == OIP_BYTES) {
+            m->unplanned = 1;
+        }
+
+        return oip_count_tensor(&m->c, it->bds_size);
     }
 
     if (oip_count_tensor(&m->c, it->bds_size) != 0
@@ -1339,6 +1353,10 @@ oip_msg_chunks(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
         return oip_msg_chunks_spooled(m, o, res);
     }
 
+    if (m->plan) {
+        return oip_msg_chunks_planned(m, o, res);
+    }
+
     /* the limit is on JSON: the chunks are bounded by the tensor limit */
 
     o->limit = 0;
@@ -1440,6 +1458,13 @@ oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o)
             != 0)
         {
             return -1;
+        }
+
+        if (m->plan) {
+            /* the data's brackets, and a hole between them */
+            return oip_out_write(o, "[", 1) == 0
+                   && oip_out_hole(o, it->bds_size) == 0
+                   && oip_out_write(o, "]", 1) == 0 ? 0 : -1;
         }
 
         return oip_binary_to_data(&m->c, oip_item_tensor(m, it), it->bin,

@@ -216,6 +216,10 @@ struct oip_msg_s {
     unsigned               keep_binary:1; /* JSON data kept as JSON is
                                             also made binary (the digest
                                             reads it) */
+    unsigned               plan:1;       /* the binary part is to come
+                                            (oip_response_plan()) */
+    unsigned               unplanned:1;  /* ... and the answer must be
+                                            held after all */
 };
 
 
@@ -259,6 +263,7 @@ int oip_item_spool(oip_msg_t *m, oip_item_t *it, oip_json_t *j,
     const oip_tensor_t *t);
 void oip_item_reserve(oip_msg_t *m, oip_item_t *it);
 int oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
+int oip_msg_chunks_planned(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
 
 /*
  * The envelope writer (oip_envelope.c): an answer read from protobuf,

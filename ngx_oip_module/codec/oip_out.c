@@ -88,6 +88,21 @@ oip_out_push(oip_out_t *o, const uint8_t *data, size_t len)
 }
 
 
+/* a segment without data: len bytes that are not here (not counted) */
+
+int
+oip_out_hole(oip_out_t *o, size_t len)
+{
+    if (oip_out_cut(o) != 0 || oip_out_push(o, NULL, 0) != 0) {
+        return -1;
+    }
+
+    o->segs[o->nsegs - 1].len = len;
+
+    return 0;
+}
+
+
 int
 oip_out_cut(oip_out_t *o)
 {

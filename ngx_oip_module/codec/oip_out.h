@@ -51,6 +51,7 @@ int oip_out_write(oip_out_t *o, const void *data, size_t len);
 int oip_out_ref(oip_out_t *o, const uint8_t *data, size_t len);
 int oip_out_cut(oip_out_t *o);
 void oip_out_sink(oip_out_t *o, uint64_t *off);
+int oip_out_hole(oip_out_t *o, size_t len);
 
 #define oip_out_reserve(o, n)                                                 \
     ((size_t) ((o)->end - (o)->pos) >= (n) ? 0 : oip_out_grow(o, n))

@@ -38,6 +38,7 @@ static int oip_response_edits(oip_msg_t *m);
 static void oip_response_stats(oip_resp_t *rs);
 static int oip_wish_binary(oip_resp_t *rs, const oip_key_t *k);
 static int oip_wish_index(oip_resp_t *rs);
+static int oip_response_verdict(oip_ctx_t *c, oip_result_t *res, int rc);
 
 
 #define OIP_WISH_LINEAR      16
@@ -59,7 +60,6 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     const uint8_t *body, size_t len)
 {
     int             rc;
-    char            msg[OIP_ERROR_LEN];
     oip_ctx_t      *c;
     oip_resp_t      rs;
     oip_envelope_t  env;
@@ -105,12 +105,76 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     oip_free(c, rs.table);
     oip_free(c, rs.id_text);
 
-    if (rc == 0) {
-        if (!f->protobuf) {
-            /* a REST answer is rewritten only when reshaped */
-            res->reshaped = res->rewritten;
-        }
+    if (rc == 0 && !f->protobuf) {
+        /* a REST answer is rewritten only when reshaped */
+        res->reshaped = res->rewritten;
+    }
 
+    return oip_response_verdict(c, res, rc);
+}
+
+
+int
+oip_response_plan(oip_result_t *res, const oip_alloc_t *a,
+    const oip_options_t *opt, const oip_wish_t *wish, const uint8_t *header,
+    size_t ihcl, uint64_t blen)
+{
+    int            rc;
+    oip_ctx_t     *c;
+    oip_resp_t     rs;
+    oip_framing_t  f;
+
+    memset(&rs, 0, sizeof(oip_resp_t));
+    memset(&f, 0, sizeof(oip_framing_t));
+    oip_msg_init(&rs.m, &oip_response_kind, opt, a, res);
+
+    rs.m.data = &rs;
+    rs.m.plan = 1;
+    rs.res = res;
+    rs.wish = wish;
+    c = &rs.m.c;
+
+    f.ihcl = (int64_t) ihcl;
+
+    if (ihcl == 0) {
+        /* no JSON header to plan from: held, and refused there */
+        return res->status = 0;
+    }
+
+    rc = oip_wish_index(&rs);
+
+    if (rc == 0) {
+        rc = oip_msg_split(&rs.m, &f, header, ihcl);
+    }
+
+    if (rc == 0) {
+        /* the binary part is to come: its length alone */
+        rs.m.bin = NULL;
+        rs.m.blen = blen;
+
+        rc = oip_msg_run(&rs.m, res);
+    }
+
+    oip_free(c, rs.table);
+    oip_free(c, rs.id_text);
+
+    if (rc == 0) {
+        res->reshaped = res->rewritten;
+        res->planned = res->rewritten && !rs.m.unplanned && res->nchunks;
+    }
+
+    return oip_response_verdict(c, res, rc);
+}
+
+
+/* 0, or the status of an answer refused: the upstream's fault, 502 */
+
+static int
+oip_response_verdict(oip_ctx_t *c, oip_result_t *res, int rc)
+{
+    char  msg[OIP_ERROR_LEN];
+
+    if (rc == 0) {
         /* the headers say what the body is, whoever answered */
         res->content_type = res->binary ? OIP_TYPE_BINARY : OIP_TYPE_JSON;
         return res->status = 0;

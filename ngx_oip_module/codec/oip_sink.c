@@ -6,7 +6,8 @@
  * oip_buffer): what is made binary is written to the sink's file as the
  * pass meets it, chunks that stay binary are given their places there in
  * the order of the tensors and copied once the layout has found them;
- * the writer keeps only the JSON.
+ * the writer keeps only the JSON.  And the other way, an answer planned
+ * before its binary part comes: the chunks it will hold, in order.
  */
 
 
@@ -153,6 +154,70 @@ oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
     res->nsegs = o->nsegs;
     res->spooled = m->sink_off;
     res->body_len = o->total + m->sink_off;
+
+    return 0;
+}
+
+
+/*
+ * Planned (oip_response_plan()): the JSON with its holes is what the
+ * writer holds; each chunk of the binary part is made JSON in its hole or
+ * dropped.  One that stays binary cannot be sent before the JSON that
+ * comes after it in the answer: that answer is held, as before.
+ */
+
+int
+oip_msg_chunks_planned(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
+{
+    size_t        i, n;
+    oip_item_t   *it;
+    oip_chunk_t  *ch;
+
+    if (oip_out_cut(o) != 0) {
+        return -1;
+    }
+
+    n = 0;
+
+    for (i = 0; i < m->nitems; i++) {
+        it = &m->items[i];
+
+        if (!it->has_bds) {
+            continue;
+        }
+
+        if (it->act != OIP_ACT_JSON && it->act != OIP_ACT_DROP) {
+            m->unplanned = 1;
+            return 0;
+        }
+
+        n++;
+    }
+
+    ch = oip_alloc(&m->c, n * sizeof(oip_chunk_t));
+    if (ch == NULL) {
+        return -1;
+    }
+
+    res->chunks = ch;
+    res->nchunks = n;
+
+    for (i = 0; i < m->nitems; i++) {
+        it = &m->items[i];
+
+        if (it->has_bds) {
+            ch->len = it->bds_size;
+            ch->dt = it->t.dt;
+            ch->size = oip_dtypes[it->t.dt].size;
+            ch->drop = (it->act == OIP_ACT_DROP);
+            ch++;
+        }
+    }
+
+    res->segs = o->segs;
+    res->nsegs = o->nsegs;
+    res->header_len = o->total;
+    res->body_len = o->total;
 
     return 0;
 }

@@ -65,6 +65,16 @@ static int oip_leaf_exact(oip_json_t *j, const oip_tensor_t *t,
     const oip_num_t *n, uint64_t i);
 static int oip_binary_finite(oip_ctx_t *c, const oip_tensor_t *t,
     const uint8_t *src, size_t len, int status);
+/* elements printed between two reservations of room */
+#define OIP_PRINT_BATCH      256
+
+/* an element's printer needs OIP_NUM_MAX bytes of room, after its comma */
+#if (OIP_ELEMENT_JSON_MAX < OIP_NUM_MAX + 1)
+#error "OIP_ELEMENT_JSON_MAX is less than an element's room"
+#endif
+
+static uint8_t *oip_binary_print(int dt, const uint8_t *src, size_t len,
+    uint8_t *dst, int first);
 static int oip_data_nested(oip_json_t *j, const oip_tensor_t *t,
     uint8_t *dst, oip_out_t *bytes, oip_win_t *w);
 static int oip_data_any(oip_json_t *j, const oip_tensor_t *t, uint8_t *dst,
@@ -1141,12 +1151,8 @@ int
 oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
     size_t len, oip_out_t *o, int status)
 {
-    float          f;
-    double         d;
-    size_t         i, size, n;
+    size_t         i, n, size;
     uint8_t       *p;
-    uint32_t       v;
-    uint64_t       v64;
     const uint8_t *s;
 
     if (oip_binary_check(c, t, src, len, status) != 0
@@ -1158,8 +1164,6 @@ oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
     if (oip_out_write(o, "[", 1) != 0) {
         return -1;
     }
-
-    size = oip_dtypes[t->dt].size;
 
     if (t->dt == OIP_BYTES) {
         s = src;
@@ -1195,23 +1199,56 @@ oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
         return oip_out_write(o, "]", 1);
     }
 
+    /* room reserved for some elements at a time: blocks stay small */
+
+    size = oip_dtypes[t->dt].size;
+
+    for (i = 0; i < len; i += n) {
+        n = oip_min(len - i, OIP_PRINT_BATCH * size);
+
+        if (oip_out_reserve(o, n / size * OIP_ELEMENT_JSON_MAX) != 0) {
+            return -1;
+        }
+
+        o->pos = oip_binary_print(t->dt, src + i, n, o->pos, i == 0);
+    }
+
+    return oip_out_write(o, "]", 1);
+}
+
+
+/*
+ * len bytes of whole fixed-size elements as JSON numbers at dst, which
+ * has room for OIP_ELEMENT_JSON_MAX each; first: no comma before the
+ * first.  Returns where the text ends.
+ */
+
+static uint8_t *
+oip_binary_print(int dt, const uint8_t *src, size_t len, uint8_t *dst,
+    int first)
+{
+    float          f;
+    double         d;
+    size_t         i, size;
+    uint8_t       *p;
+    uint32_t       v;
+    uint64_t       v64;
+    const uint8_t *s;
+
+    size = oip_dtypes[dt].size;
+    p = dst;
+
     /* one loop per type: the switch is out of the loop */
 
 #define OIP_PRINT_LOOP(stmt)                                                  \
     for (i = 0; i < len; i += size) {                                         \
-        if (oip_out_reserve(o, OIP_NUM_MAX + 1) != 0) {                       \
-            return -1;                                                        \
-        }                                                                     \
-                                                                              \
-        p = o->pos;                                                           \
         *p = ',';                                                             \
-        p += (i != 0);                                                        \
+        p += (i != 0 || !first);                                              \
         s = src + i;                                                          \
         stmt;                                                                 \
-        o->pos = p;                                                           \
     }
 
-    switch (t->dt) {
+    switch (dt) {
 
     case OIP_BOOL:
         OIP_PRINT_LOOP(p = *s ? (uint8_t *) memcpy(p, "true", 4) + 4
@@ -1261,5 +1298,26 @@ oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
 
 #undef OIP_PRINT_LOOP
 
-    return oip_out_write(o, "]", 1);
+    return p;
+}
+
+
+long
+oip_chunk_json(const oip_chunk_t *ch, uint64_t at, const uint8_t *src,
+    size_t n, uint8_t *dst, char *error)
+{
+    size_t  i;
+
+    if (ch->dt == OIP_BOOL) {
+        for (i = 0; i < n; i++) {
+            if (src[i] > 1) {
+                snprintf(error, OIP_ERROR_LEN, "BOOL element %llu is %u, not "
+                         "0 or 1", (unsigned long long) (at + i), src[i]);
+                return -1;
+            }
+        }
+    }
+
+    return oip_binary_print(ch->dt, src, n * oip_dtypes[ch->dt].size, dst,
+                            at == 0) - dst;
 }

@@ -213,6 +213,19 @@ typedef struct {
  * then sent.
  */
 
+/* an answer above oip_buffer, converted as it arrives (flow.c) */
+typedef struct ngx_http_oip_flow_s  ngx_http_oip_flow_t;
+
+
+/*
+ * The answer is being converted (in a thread, or as it arrives, holding
+ * input): the request may not end.  r->buffered has four bits, nginx's
+ * filters take three (SSI, sub, copy); no module of nginx's sets the
+ * fourth (the image filter's 0x08 is a bit of c->buffered).
+ */
+#define NGX_HTTP_OIP_BUFFERED   0x08
+
+
 typedef enum {
     NGX_HTTP_OIP_ANS_PASSING = 0,      /* not held: it goes as it comes */
     NGX_HTTP_OIP_ANS_HELD,             /* a 200, held to be converted */
@@ -223,7 +236,8 @@ typedef enum {
     NGX_HTTP_OIP_ANS_STREAM,           /* a stream, its headers held until
                                           its first event (stream.c) */
     NGX_HTTP_OIP_ANS_STREAM_OPEN,      /* events flowing */
-    NGX_HTTP_OIP_ANS_STREAM_DONE       /* ended: the rest is dropped */
+    NGX_HTTP_OIP_ANS_STREAM_DONE,      /* ended: the rest is dropped */
+    NGX_HTTP_OIP_ANS_FLOW              /* converted as it arrives (flow.c) */
 } ngx_http_oip_ans_phase_e;
 
 
@@ -235,7 +249,9 @@ typedef struct {
     size_t                 cap;
     size_t                 limit;
     ngx_str_t              page;        /* JSON for nginx's error page */
+    ngx_http_oip_flow_t   *flow;        /* converted as it arrives */
     unsigned               manage:1;    /* it may be reshaped */
+    unsigned               may_flow:1;  /* ... once its JSON is here */
 } ngx_http_oip_ans_t;
 
 
@@ -526,6 +542,15 @@ void ngx_http_oip_spool_done(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
 ngx_int_t ngx_http_oip_spool_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_result_t *res);
+
+/* answers above oip_buffer, converted as they arrive (flow.c) */
+ngx_int_t ngx_http_oip_flow_init(ngx_conf_t *cf);
+ngx_uint_t ngx_http_oip_flow_may(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, off_t len);
+ngx_int_t ngx_http_oip_flow_start(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, ngx_uint_t last);
+ngx_int_t ngx_http_oip_flow_body(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, ngx_chain_t *in);
 
 /* the conversion runner, big ones in a thread (ngx_http_oip_thread.c) */
 char *ngx_http_oip_thread_pool(ngx_conf_t *cf, ngx_command_t *cmd,

@@ -71,14 +71,6 @@ static ngx_str_t  ngx_http_oip_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
 /* an error answer's message is read from this much of its body, at most */
 #define NGX_HTTP_OIP_ERROR_MAX  65536
 
-/*
- * The answer is being converted in a thread: the request may not end.
- * r->buffered has four bits, nginx's filters take three (SSI, sub, copy);
- * no module of nginx's sets the fourth (the image filter's 0x08 is a bit
- * of c->buffered, the connection's).
- */
-#define NGX_HTTP_OIP_BUFFERED   0x08
-
 
 ngx_int_t
 ngx_http_oip_response_init(ngx_conf_t *cf)
@@ -214,7 +206,11 @@ ngx_http_oip_hold(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     len = r->headers_out.content_length_n;
 
-    if (len > 0 && (uint64_t) len <= ctx->ans.limit) {
+    /* one that may flow is not held whole: not allocated for it yet */
+
+    if (len > 0 && (uint64_t) len <= ctx->ans.limit
+        && !ngx_http_oip_flow_may(r, ctx, len))
+    {
         ctx->ans.buf = ngx_palloc(r->pool, (size_t) len);
         if (ctx->ans.buf == NULL) {
             return NGX_ERROR;
@@ -245,7 +241,10 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     ngx_http_oip_ctx_t  *ctx;
 
     if (in == NULL) {
-        return ngx_http_next_body_filter(r, in);
+        /* called to go on: an answer that flows may have more to send */
+        return (r->buffered & NGX_HTTP_OIP_BUFFERED)
+               ? ngx_http_oip_flow_body(r, NULL, in)
+               : ngx_http_next_body_filter(r, in);
     }
 
     if (r != r->main) {
@@ -259,6 +258,10 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
                     || ctx->ans.phase == NGX_HTTP_OIP_ANS_PAGE_SENT))
         {
             return ngx_http_oip_replace_page(r, in, ctx);
+        }
+
+        if (ctx && ctx->ans.phase == NGX_HTTP_OIP_ANS_FLOW) {
+            return ngx_http_oip_flow_body(r, ctx, in);
         }
     }
 
@@ -293,6 +296,16 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     if (ctx->ans.phase == NGX_HTTP_OIP_ANS_SENT) {
         /* the answer has gone out: the rest is dropped */
         return NGX_OK;
+    }
+
+    if (ctx->ans.may_flow && rc == NGX_OK) {
+        rc = ngx_http_oip_flow_start(r, ctx, last);
+
+        if (rc != NGX_DECLINED) {
+            return rc;
+        }
+
+        rc = NGX_OK;
     }
 
     /*

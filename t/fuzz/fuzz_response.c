@@ -6,7 +6,11 @@
  * client wish and options taken from the first bytes.  Beyond the
  * sanitizers: the status set, the error text, the segments, and that a
  * rewritten answer is a fixed point for the same wish.  The same bytes
- * go through oip_generate_answer() too (the generate extension).
+ * go through oip_generate_answer() too (the generate extension).  An
+ * answer with an IHCL is planned from its header alone too
+ * (oip_response_plan()): when planned, its binary part fed in pieces of
+ * a size from the config gives byte for byte what oip_response_process()
+ * wrote, or a refusal where it refused; a plan refused is refused there.
  *
  * The input: a config of FZ_RESP_CONFIG bytes, then the body.
  *
@@ -22,7 +26,8 @@
  *   c[11]     small max_json_size: 16 + 16 * c[11]
  *   c[12]     small max_tensor_size: 8 * c[12]
  *   c[13]     which allocation fails
- *   c[14..15] unused, zero
+ *   c[14]     the pieces a planned binary part is fed in: 1 + c[14]
+ *   c[15]     unused, zero
  *
  * The listed names are the body's own: the first raw "name":"..." values
  * (escapes left as they are, so an escaped name is one the answer does
@@ -31,6 +36,7 @@
 
 
 #include "fuzz.h"
+#include "oip_tensor.h"
 
 
 #define FZ_RESP_CONFIG       16
@@ -48,6 +54,9 @@ static void fz_response_check(const oip_result_t *resp,
     const arena_t *arena, size_t len, off_t ihcl);
 static void fz_response_refeed(const oip_result_t *resp,
     const oip_options_t *opt, const oip_wish_t *wish);
+static void fz_response_plan(const oip_result_t *resp,
+    const oip_options_t *opt, const oip_wish_t *wish, const u_char *p,
+    size_t len, off_t ihcl, size_t piece);
 
 
 /* names point into the body: ASan sees any read past one */
@@ -164,6 +173,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (resp.status == 0 && resp.rewritten) {
         fz_response_refeed(&resp, &opt, &wish);
+    }
+
+    if (ihcl > 0 && (size_t) ihcl <= len && !(c[2] & 0x04)) {
+        fz_response_plan(&resp, &opt, &wish, p, len, ihcl, 1 + c[14]);
     }
 
     /* the same bytes as an infer answer to make a generate answer of */
@@ -284,4 +297,177 @@ fz_response_refeed(const oip_result_t *resp, const oip_options_t *opt,
 
     arena_destroy(&arena);
     free(out);
+}
+
+
+/*
+ * The answer streamed as the glue streams it: the text up to a hole, the
+ * chunks' bytes in pieces (a partial element carried), each kept chunk
+ * printed into the next hole, dropped ones skipped.
+ */
+
+static void
+fz_response_plan(const oip_result_t *resp, const oip_options_t *opt,
+    const oip_wish_t *wish, const u_char *p, size_t len, off_t ihcl,
+    size_t piece)
+{
+    long            w;
+    char            err[OIP_ERROR_LEN];
+    size_t          i, s, k, n, size, left, out_len, cap, have;
+    u_char         *out, *want, carry[8];
+    uint64_t        at;
+    arena_t         arena;
+    oip_alloc_t     alloc;
+    oip_result_t    plan;
+    const u_char   *bin, *q;
+    oip_chunk_t    *ch;
+
+    arena_init(&arena, &alloc);
+
+    oip_response_plan(&plan, &alloc, opt, wish, p, (size_t) ihcl,
+                      len - (size_t) ihcl);
+
+    fz_assert(plan.status == 0 || plan.status == 502,
+              "a plan's unexpected status");
+
+    if (plan.status != 0) {
+        fz_assert(resp->status != 0, "a plan refused an answer accepted");
+        arena_destroy(&arena);
+        return;
+    }
+
+    if (!plan.planned) {
+        arena_destroy(&arena);
+        return;
+    }
+
+    /* every element as 65 bytes at most, the text besides */
+    cap = (len + 1) * OIP_ELEMENT_JSON_MAX + 64;
+
+    for (i = 0; i < plan.nsegs; i++) {
+        cap += plan.segs[i].data ? plan.segs[i].len : 0;
+    }
+
+    out = malloc(cap);
+    fz_assert(out != NULL, "malloc");
+
+    out_len = 0;
+    bin = p + ihcl;
+    left = len - (size_t) ihcl;
+    s = 0;
+    k = 0;
+    have = 0;
+    at = 0;
+
+    /* the text before the first hole */
+
+    for ( /* void */ ; s < plan.nsegs && plan.segs[s].data; s++) {
+        memcpy(out + out_len, plan.segs[s].data, plan.segs[s].len);
+        out_len += plan.segs[s].len;
+    }
+
+    while (k < plan.nchunks) {
+        ch = &plan.chunks[k];
+        size = ch->size;
+
+        fz_assert(size > 0 && size == oip_dtypes[ch->dt].size,
+                  "a planned chunk's element size");
+
+        /* the chunk's bytes, as they come in pieces */
+
+        n = ch->len - at * size - have;
+
+        if (n == 0) {
+            fz_assert(have == 0, "a partial element at a chunk's end");
+
+            if (!ch->drop) {
+                fz_assert(s < plan.nsegs && plan.segs[s].data == NULL
+                          && plan.segs[s].len == ch->len,
+                          "a kept chunk without its hole");
+
+                for (s++; s < plan.nsegs && plan.segs[s].data; s++) {
+                    memcpy(out + out_len, plan.segs[s].data,
+                           plan.segs[s].len);
+                    out_len += plan.segs[s].len;
+                }
+            }
+
+            k++;
+            at = 0;
+            continue;
+        }
+
+        if (left == 0) {
+            break;
+        }
+
+        n = n < piece ? n : piece;
+        n = n < left ? n : left;
+        q = bin;
+        bin += n;
+        left -= n;
+
+        if (ch->drop) {
+            at += n / size;
+            have += n % size;
+            at += have / size;
+            have %= size;
+            continue;
+        }
+
+        while (n) {
+            if (have || n < size) {
+                i = size - have < n ? size - have : n;
+                memcpy(carry + have, q, i);
+                have += i;
+                q += i;
+                n -= i;
+
+                if (have < size) {
+                    break;
+                }
+
+                w = oip_chunk_json(ch, at, carry, 1, out + out_len, err);
+                have = 0;
+
+            } else {
+                i = n / size;
+                w = oip_chunk_json(ch, at, q, i, out + out_len, err);
+                q += i * size;
+                n -= i * size;
+                at += i - 1;
+            }
+
+            if (w < 0) {
+                fz_assert(resp->status != 0, "a chunk refused that the "
+                          "answer's conversion accepted");
+                free(out);
+                arena_destroy(&arena);
+                return;
+            }
+
+            out_len += (size_t) w;
+            at++;
+        }
+    }
+
+    if (resp->status != 0) {
+        /* refused for what only the whole answer shows (its JSON's size) */
+        free(out);
+        arena_destroy(&arena);
+        return;
+    }
+
+    fz_assert(k == plan.nchunks && s == plan.nsegs && left == 0,
+              "a planned answer not streamed whole");
+
+    want = fz_flatten(resp->segs, resp->nsegs, resp->body_len);
+
+    fz_assert(out_len == resp->body_len
+              && memcmp(out, want, out_len) == 0,
+              "a planned answer differs from the one converted whole");
+
+    free(want);
+    free(out);
+    arena_destroy(&arena);
 }

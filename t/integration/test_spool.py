@@ -27,7 +27,8 @@ import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import (GatewayTestCase, IHCL, heavy, run_tests, wait_for)
+from oiptest import (GatewayTestCase, IHCL, heavy, plain_only, run_tests,
+                     wait_for)
 
 MAIN = "thread_pool oip threads=2;"
 
@@ -36,7 +37,7 @@ DTYPES = ["BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16",
 
 PACK = {"BOOL": "?", "UINT8": "B", "UINT16": "H", "UINT32": "I",
         "UINT64": "Q", "INT8": "b", "INT16": "h", "INT32": "i",
-        "INT64": "q", "FP32": "f", "FP64": "d"}
+        "INT64": "q", "FP16": "e", "FP32": "f", "FP64": "d"}
 
 
 def location(path, upstream, buffer, inputs="binary", extra=""):
@@ -69,6 +70,8 @@ def values(dt, n, rnd):
 def binary_chunk(dt, vals):
     if dt == "BYTES":
         return b"".join(struct.pack("<I", len(v)) + v.encode() for v in vals)
+    if dt == "BF16":
+        return b"".join(struct.pack("<f", v)[2:] for v in vals)
     return struct.pack("<%d%s" % (len(vals), PACK[dt]), *vals)
 
 
@@ -308,6 +311,297 @@ class Spool(GatewayTestCase):
         self.same("spool", "memory", body)
 
 
+def binary_answer(outputs):
+    """outputs: (name, dt, vals); an answer's body and headers."""
+    doc = {"model_name": "m", "model_version": "1", "id": "a",
+           "outputs": []}
+    tail = b""
+    for name, dt, vals in outputs:
+        chunk = binary_chunk(dt, vals)
+        doc["outputs"].append({"name": name, "datatype": dt,
+                               "shape": [len(vals)],
+                               "parameters": {"binary_data_size":
+                                              len(chunk)}})
+        tail += chunk
+    head = json.dumps(doc).encode()
+    return head + tail, {"Content-Type": "application/octet-stream",
+                         IHCL: str(len(head))}
+
+
+class Trickle:
+    """An upstream that answers in parts, a pause before each, and may
+    close before the end: parts is a list of (seconds, bytes)."""
+
+    def __init__(self):
+        self.parts = []
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.alive = True
+        import threading
+        threading.Thread(target=self.accept, daemon=True).start()
+
+    def accept(self):
+        import threading
+        while self.alive:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.serve, args=(c,),
+                             daemon=True).start()
+
+    def serve(self, c):
+        try:
+            f = c.makefile("rb")
+            length = 0
+            while True:
+                line = f.readline()
+                if line in (b"\r\n", b"\n", b""):
+                    break
+                k, _, v = line.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    length = int(v)
+            f.read(length)
+            for pause, data in list(self.parts):
+                time.sleep(pause)
+                c.sendall(data)
+        except OSError:
+            pass
+        finally:
+            c.close()
+
+    def stop(self):
+        self.alive = False
+        self.sock.close()
+
+
+def http_answer(body, headers, cut=None):
+    """An HTTP/1.1 answer's bytes, its body cut at cut if given."""
+    head = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n" % len(body)
+    for k, v in headers.items():
+        head += b"%s: %s\r\n" % (k.encode(), v.encode())
+    head += b"Connection: close\r\n\r\n"
+    return head + (body if cut is None else body[:cut])
+
+
+def dechunk(data):
+    """An HTTP/1.1 answer's bytes: (headers text, body, whole)."""
+    head, _, rest = data.partition(b"\r\n\r\n")
+    out = b""
+    while True:
+        size, _, rest = rest.partition(b"\r\n")
+        if not size:
+            return head, out, False
+        n = int(size, 16)
+        if n == 0:
+            return head, out, True
+        out += rest[:n]
+        rest = rest[n + 2:]
+
+
+class Flow(GatewayTestCase):
+    """Answers above oip_buffer, binary from the runtime, JSON for the
+    client: converted as they arrive."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rec = cls.start_recorder()
+        server = """
+        client_max_body_size 64m;
+""" + "".join([
+            location("flow", "rec", "64k", "keep",
+                     "oip_upstream_outputs binary;"),
+            location("held", "rec", "1024m", "keep",
+                     "oip_upstream_outputs binary;"),
+            location("tflow", "tr", "64k", "keep",
+                     "oip_upstream_outputs binary;"),
+            location("theld", "tr", "1024m", "keep",
+                     "oip_upstream_outputs binary;"),
+        ])
+        cls.tr = Trickle()
+        cls._stoppers.append(cls.tr.stop)
+        cls.ngx = cls.start_nginx(server, log_level="debug",
+                                  rec=cls.rec.port, tr=cls.tr.port)
+
+    def log_since(self, start):
+        with open(os.path.join(self.ngx.dir, "error.log"),
+                  errors="replace") as f:
+            f.seek(start)
+            return f.read()
+
+    def answers(self, answer, request=None, flows=True):
+        """The client's answer from both locations: (flow, held)."""
+        self.rec.answer = answer
+        req = request or json.dumps({"inputs": [
+            {"name": "I", "datatype": "INT8", "shape": [1],
+             "data": [1]}]}).encode()
+        got = {}
+        for path in ("flow", "held"):
+            start = os.path.getsize(os.path.join(self.ngx.dir,
+                                                 "error.log"))
+            st, h, out = self.ngx.post("/%s/v2/models/m/infer" % path, req)
+            self.assertEqual(st, 200, out[:200])
+            log = self.log_since(start)
+            self.assertEqual("flows: JSON" in log,
+                             flows and path == "flow", path)
+            got[path] = (h, out)
+        return got["flow"], got["held"]
+
+    def test_every_datatype(self):
+        rnd = random.Random(11)
+        outs = [("O_%s" % dt, dt, values(dt, 20000, rnd))
+                for dt in DTYPES if dt != "BYTES"]
+        flow, held = self.answers((200,) + binary_answer(outs)[::-1])
+        self.assertEqual(flow[1], held[1])
+        self.assertNotIn("content-length", flow[0])
+        self.assertEqual(flow[0]["content-type"], "application/json")
+        self.assertEqual(held[0]["content-type"], "application/json")
+        doc = json.loads(flow[1])
+        self.assertEqual(len(doc["outputs"]), len(outs))
+
+    def test_listed_and_dropped(self):
+        """Outputs the client did not list are dropped, their bytes
+        skipped; one it wants binary keeps the answer held."""
+        rnd = random.Random(12)
+        outs = [("A", "FP32", values("FP32", 30000, rnd)),
+                ("B", "INT16", values("INT16", 5000, rnd)),
+                ("C", "FP64", values("FP64", 9000, rnd))]
+        answer = (200,) + binary_answer(outs)[::-1]
+        req = {"inputs": [{"name": "I", "datatype": "INT8", "shape": [1],
+                           "data": [1]}],
+               "outputs": [{"name": "C"}, {"name": "A"}]}
+        flow, held = self.answers(answer, json.dumps(req).encode())
+        self.assertEqual(flow[1], held[1])
+        self.assertEqual([o["name"] for o in
+                          json.loads(flow[1])["outputs"]], ["A", "C"])
+        req["outputs"][0]["parameters"] = {"binary_data": True}
+        flow, held = self.answers(answer, json.dumps(req).encode(),
+                                  flows=False)
+        self.assertEqual(flow[1], held[1])
+        self.assertEqual(flow[0]["content-length"], str(len(flow[1])))
+
+    def test_held_forms(self):
+        """BYTES made JSON, and a chunked answer (no length): held."""
+        rnd = random.Random(13)
+        outs = [("S", "BYTES", values("BYTES", 20000, rnd))]
+        flow, held = self.answers((200,) + binary_answer(outs)[::-1],
+                                  flows=False)
+        self.assertEqual(flow[1], held[1])
+        body, hdrs = binary_answer([("F", "FP32",
+                                     values("FP32", 40000, rnd))])
+        hdrs["Transfer-Encoding"] = "chunked"
+        flow, held = self.answers((200, hdrs, body), flows=False)
+        self.assertEqual(flow[1], held[1])
+
+    def raw(self, path, body=None, slow=0):
+        """The gateway's answer to a request, read as it comes
+        (slowly if asked): its bytes, and the time of its first body
+        byte after the request was sent."""
+        req = body or b'{"inputs":[{"name":"I","datatype":"INT8",' \
+                      b'"shape":[1],"data":[1]}]}'
+        s = socket.create_connection(("127.0.0.1", self.ngx.port),
+                                     timeout=60)
+        s.sendall(b"POST /%s/v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                  b"Connection: close\r\nContent-Length: %d\r\n\r\n"
+                  % (path.encode(), len(req)) + req)
+        t0 = time.time()
+        first = None
+        data = b""
+        while True:
+            part = s.recv(4096 if slow else 65536)
+            if not part:
+                break
+            data += part
+            if first is None and b"\r\n\r\n" in data \
+                    and len(data.partition(b"\r\n\r\n")[2]) > 0:
+                first = time.time() - t0
+            if slow:
+                time.sleep(slow)
+        s.close()
+        return data, first
+
+    def test_runtime_cut(self):
+        """A runtime that fails after the first byte: the client's
+        answer is cut (no last chunk), where the held path says 502."""
+        rnd = random.Random(14)
+        body, hdrs = binary_answer([("F", "FP32",
+                                     values("FP32", 60000, rnd))])
+        self.tr.parts = [(0, http_answer(body, hdrs, cut=len(body) // 2))]
+        data, _ = self.raw("tflow")
+        head, out, whole = dechunk(data)
+        self.assertIn(b" 200 ", head.split(b"\r\n")[0])
+        self.assertFalse(whole)
+        self.assertTrue(out.startswith(b'{"model_name"'))
+        resp = self.ngx.post("/theld/v2/models/m/infer", b'{"inputs":[{'
+                             b'"name":"I","datatype":"INT8","shape":[1],'
+                             b'"data":[1]}]}')
+        self.assertJSONError(resp, 502)
+
+    def test_bad_bool(self):
+        """A BOOL byte that is neither 0 nor 1, late in the answer: cut,
+        where the held path says 502."""
+        vals = [True] * 100000
+        body, hdrs = binary_answer([("B", "BOOL", vals)])
+        body = body[:-10] + b"\x07" + body[-9:]
+        self.tr.parts = [(0, http_answer(body, hdrs))]
+        data, _ = self.raw("tflow")
+        _, out, whole = dechunk(data)
+        self.assertFalse(whole)
+        resp = self.ngx.post("/theld/v2/models/m/infer", b'{"inputs":[{'
+                             b'"name":"I","datatype":"INT8","shape":[1],'
+                             b'"data":[1]}]}')
+        self.assertJSONError(resp, 502, "BOOL")
+
+    @plain_only
+    def test_first_byte_early(self):
+        """The answer starts while the runtime still sends it: its
+        second half comes 1.5 s after the first (timing: the plain pass
+        only)."""
+        rnd = random.Random(15)
+        body, hdrs = binary_answer([("F", "FP32",
+                                     values("FP32", 100000, rnd))])
+        whole = http_answer(body, hdrs)
+        half = len(whole) // 2
+        self.tr.parts = [(0, whole[:half]), (1.5, whole[half:])]
+        data, first = self.raw("tflow")
+        self.assertTrue(dechunk(data)[2])
+        self.assertLess(first, 1.2)
+
+    def test_slow_client(self):
+        """A slow reader gets the answer whole, the same as the held
+        path's: the runtime's answer waits in nginx's buffers."""
+        rnd = random.Random(15)
+        body, hdrs = binary_answer([("F", "FP32",
+                                     values("FP32", 100000, rnd))])
+        self.tr.parts = [(0, http_answer(body, hdrs))]
+        slow, _ = self.raw("tflow", slow=0.002)
+        head, out, done = dechunk(slow)
+        self.assertTrue(done)
+        st, _, held = self.ngx.post("/theld/v2/models/m/infer", b'{"inputs"'
+                                    b':[{"name":"I","datatype":"INT8",'
+                                    b'"shape":[1],"data":[1]}]}')
+        self.assertEqual(held, out)
+
+    def test_http2(self):
+        """Over HTTP/2: DATA frames, the same bytes."""
+        rnd = random.Random(16)
+        outs = [("F", "FP16", values("FP16", 50000, rnd))]
+        self.rec.answer = (200,) + binary_answer(outs)[::-1]
+        req = '{"inputs":[{"name":"I","datatype":"INT8","shape":[1],' \
+              '"data":[1]}]}'
+        got = []
+        for path in ("flow", "held"):
+            st, out = self.ngx.curl("-X", "POST", "--data-binary", req,
+                                    "{base}/%s/v2/models/m/infer" % path,
+                                    h2=True)
+            self.assertEqual(st, 200)
+            got.append(out)
+        self.assertEqual(got[0], got[1])
+
+
 def big_fp32(size):
     """A JSON FP32 request of about size bytes, made quickly."""
     unit = b"1.25,-3.5,0.125,7.75,"
@@ -342,6 +636,12 @@ class Memory(GatewayTestCase):
             oip_upstream_inputs binary;
             proxy_pass http://127.0.0.1:{rec}/;
         }}
+        location /abig/ {{
+            oip on;
+            oip_upstream_outputs binary;
+            proxy_max_temp_file_size 2048m;
+            proxy_pass http://127.0.0.1:{rec}/;
+        }}
         location /tbig/ {{
             oip on;
             oip_upstream_inputs binary;
@@ -371,6 +671,34 @@ class Memory(GatewayTestCase):
         self.assertLessEqual(grown, 64 * 1024,
                              "the worker grew by %d KB" % grown)
         self.assertEqual(worker_temp_fds(self.ngx), 0)
+
+    def test_answer_rss_256mb(self):
+        """A 256 MB binary answer made JSON as it arrives grows the
+        worker by 64 MB at most (held, by more than the answer)."""
+        n = 64 * 1024 * 1024
+        head = json.dumps({"model_name": "m", "outputs": [
+            {"name": "O", "datatype": "FP32", "shape": [n],
+             "parameters": {"binary_data_size": 4 * n}}]}).encode()
+        self.rec.answer = (200, {"Content-Type": "application/octet-stream",
+                                 IHCL: str(len(head))},
+                           head + b"\x00\x00\xc0\x3f" * n)
+        pid, = self.ngx.workers()
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        before = status_kb(pid, "VmRSS")
+        st, h, out = self.ngx.post("/abig/v2/models/m/infer",
+                                   b'{"inputs":[{"name":"I","datatype":'
+                                   b'"INT8","shape":[1],"data":[1]}]}',
+                                   timeout=120)
+        grown = status_kb(pid, "VmHWM") - before
+        self.rec.answer = None
+        self.rec.clear()
+        self.assertEqual(st, 200, out[:200])
+        self.assertNotIn("content-length", h)
+        self.assertTrue(out.endswith(b"1.5,1.5]}]}"), out[-40:])
+        self.assertEqual(out.count(b"1.5"), n)
+        self.assertLessEqual(grown, 64 * 1024,
+                             "the worker grew by %d KB" % grown)
 
     def test_reload_mid_conversion(self):
         """A reload while a big body converts in a thread: the old

@@ -62,7 +62,7 @@ ok() {
 defined() { nm --defined-only -g "$1" | awk '{ print $3 }' | sort -u; }
 used() { nm -u "$1" | awk '{ print $2 }' | sort -u; }
 
-echo "1..30"
+echo "1..31"
 
 if [ ! -d "$OBJ/codec" ] || [ ! -f "$SO" ]; then
     echo "Bail out! the module is not built: ./build.sh build"
@@ -163,18 +163,24 @@ apart sequence "the sequence balancer"
 # them whether an answer is a stream's
 apart stream "the stream file"
 
+# answers above oip_buffer: the response path hands them to the flow
+# file, which sends them through its saved next filters
+apart flow "the flow file"
+
 # generate: routed by the transports, its request and answer made by
 # the paths' calls
 apart generate "the generate file"
 
 # what the glue files use of each other: the module and util files', the
-# cache, thread, admission, sequence, stream and generate files' helpers,
+# cache, thread, admission, sequence, stream, flow and generate files'
+# helpers,
 # and for the
 # request path the signature, body and spool files'
 defined "$GLUE/ngx_http_oip_module.o" > "$tmp/mod.def"
 defined "$GLUE/ngx_http_oip_util.o" >> "$tmp/mod.def"
 cat "$tmp/mod.def" "$tmp/cache.def" "$tmp/thread.def" "$tmp/admission.def" \
-    "$tmp/sequence.def" "$tmp/stream.def" "$tmp/generate.def" \
+    "$tmp/sequence.def" "$tmp/stream.def" "$tmp/flow.def" \
+    "$tmp/generate.def" \
     | sort -u > "$tmp/modcache.def"
 cat "$tmp/modcache.def" "$tmp/sig.def" "$tmp/body.def" "$tmp/spool.def" \
     | sort -u \
@@ -183,7 +189,7 @@ grep '^ngx_http_oip_' "$tmp/req.use" | sort -u > "$tmp/req.glue"
 grep '^ngx_http_oip_' "$tmp/resp.use" | sort -u > "$tmp/resp.glue"
 stray="$(comm -23 "$tmp/req.glue" "$tmp/modsig.def")$(comm -23 "$tmp/resp.glue" "$tmp/modcache.def")"
 [ -z "$stray" ]
-ok $? "the paths use only the module, util, cache, thread, admission, sequence, stream and generate files' helpers (and the request path the signature, body and spool files')${stray:+: }$(echo $stray)"
+ok $? "the paths use only the module, util, cache, thread, admission, sequence, stream, flow and generate files' helpers (and the request path the signature, body and spool files')${stray:+: }$(echo $stray)"
 
 # NEEDED entries, but libc: the libraries of config, each -lX a libX.so.N
 # (the codec's, and the glue's: -l words of config's ngx_module_libs)
