@@ -377,6 +377,7 @@ ngx_http_oip_flow_run(ngx_http_request_t *r, ngx_http_oip_flow_t *fl)
     size_t        n, size, room, k;
     ngx_int_t     rc;
     ngx_buf_t    *b;
+    ngx_chain_t  *cl;
     oip_chunk_t  *ch;
 
     if (ngx_http_oip_flow_text(r, fl) != NGX_OK) {
@@ -391,7 +392,10 @@ ngx_http_oip_flow_run(ngx_http_request_t *r, ngx_http_oip_flow_t *fl)
                 fl->input_done = 1;
             }
 
-            fl->in = fl->in->next;
+            /* its link back to the pool: a link a buffer adds up */
+            cl = fl->in;
+            fl->in = cl->next;
+            ngx_free_chain(r->pool, cl);
             continue;
         }
 

@@ -19,7 +19,8 @@ OUTDIR/mixed-latency.png (the 1 KB requests' percentiles, alone and
 beside big conversions) and OUTDIR/admission.png (goodput and p99
 latency against offered load, with and without oip_admit) and
 OUTDIR/spool-rss.png (a worker's peak RSS growth against the request's
-size, in memory and through files).  A missing input file leaves its
+size, in memory and through files; and of an answer's, held and as it
+arrives).  A missing input file leaves its
 plot out."""
 
 import os
@@ -159,8 +160,10 @@ unset multiplot
        ", ".join(lines["p99"]), direct_p99))
 
 
-SPOOL = [("memory", "in memory (oip_buffer above the body)"),
-         ("spool", "through files (oip_buffer 16m)")]
+SPOOL = [("memory", "JSON request made binary, in memory"),
+         ("spool", "... through files (oip_buffer 16m)"),
+         ("aheld", "binary answer made JSON, held whole"),
+         ("aflow", "... as it arrives (oip_buffer 16m)")]
 
 
 def spool(data, out, work):
@@ -181,11 +184,12 @@ def spool(data, out, work):
     gnuplot("""
 set terminal pngcairo noenhanced size 800,450 font ',10'
 set output '%s'
-set title 'a worker converting one JSON FP32 request to binary'
-set xlabel 'request body (MB)'
+set title 'a worker converting one FP32 request or answer'
+set xlabel 'body (MB)'
 set ylabel 'peak RSS growth (MB)'
 set logscale xy
 set xrange [10:2000]
+set yrange [0.05:*]
 set grid
 set key top left
 plot %s, 64 with lines dt 3 lc rgb 'black' title 'the bound: 64 MB'
