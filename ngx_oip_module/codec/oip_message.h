@@ -203,8 +203,10 @@ struct oip_msg_s {
     const uint8_t         *file;
     size_t                 file_len;
 
-    /* with a sink: the end of what its file holds, the window */
+    /* with a sink: the end of what its file holds, the window, the
+     * binary part's bytes claimed so far */
     uint64_t               sink_off;
+    uint64_t               bin_seen;
     uint8_t               *win;
 
     unsigned               has_ihcl:1;

@@ -72,6 +72,13 @@ oip_response_process(oip_result_t *res, const oip_alloc_t *a,
     rs.wish = wish;
     c = &rs.m.c;
 
+    /* tensors to the caller's file: REST answers, read whole already */
+
+    if (opt->sink && opt->sink->block >= 64 && !f->protobuf) {
+        c->sink = opt->sink;
+        c->told = body;
+    }
+
     rc = oip_wish_index(&rs);
 
     if (rc == 0 && f->protobuf) {

@@ -76,14 +76,33 @@ oip_item_spool(oip_msg_t *m, oip_item_t *it, oip_json_t *j,
  * A binary chunk that stays binary, with a sink: its place in the sink's
  * file is kept when its tensor is read, in the order of the tensors; it
  * is copied there once the layout has found it.  One that cannot be
- * there gets none: the layout refuses it.
+ * there gets none: the layout refuses it.  An answer's BYTES that cannot
+ * be JSON stay binary: decided here, where the layout would decide it
+ * (the chunks lie in the order of their tensors), so that their place
+ * is kept.
  */
 
 void
 oip_item_reserve(oip_msg_t *m, oip_item_t *it)
 {
-    if (!it->has_bds || it->bds_size > m->blen || it->act == OIP_ACT_JSON
-        || it->act == OIP_ACT_DROP || it->act == OIP_ACT_FAIL)
+    const uint8_t  *bin;
+
+    if (!it->has_bds || it->bds_size > m->blen) {
+        return;
+    }
+
+    bin = (m->bin_seen <= m->blen - it->bds_size) ? m->bin + m->bin_seen
+                                                   : NULL;
+    m->bin_seen += it->bds_size;
+
+    if (it->act == OIP_ACT_JSON && it->t.dt == OIP_BYTES
+        && m->kind->bytes_stay && bin && !oip_bytes_utf8(bin, it->bds_size))
+    {
+        it->act = OIP_ACT_PASS;
+    }
+
+    if (it->act == OIP_ACT_JSON || it->act == OIP_ACT_DROP
+        || it->act == OIP_ACT_FAIL)
     {
         return;
     }

@@ -1119,7 +1119,11 @@ oip_binary_finite(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
 }
 
 
-/* a BYTES chunk, already checked, holds only valid UTF-8 */
+/*
+ * A BYTES chunk holds only valid UTF-8; one not checked yet (a sink's
+ * early look) is read no further than its end, and what is cut short
+ * is left to the check, which refuses it.
+ */
 
 int
 oip_bytes_utf8(const uint8_t *src, size_t len)
@@ -1130,9 +1134,13 @@ oip_bytes_utf8(const uint8_t *src, size_t len)
     p = src;
     end = src + len;
 
-    while (p < end) {
+    while (end - p >= 4) {
         n = oip_get32(p);
         p += 4;
+
+        if (n > (size_t) (end - p)) {
+            return 1;
+        }
 
         if (!oip_utf8_valid(p, n)) {
             return 0;

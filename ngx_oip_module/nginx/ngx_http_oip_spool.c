@@ -15,8 +15,6 @@
  */
 
 
-#include <sys/mman.h>
-
 #include "ngx_http_oip_module.h"
 
 

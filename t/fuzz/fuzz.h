@@ -170,4 +170,114 @@ fz_ihcl(unsigned mode, const u_char *v, size_t len)
 }
 
 
+/* the sink's file, in memory */
+
+typedef struct {
+    u_char               *data;
+    size_t                cap;
+    size_t                len;       /* the end of what was written */
+    size_t                told;      /* how many times behind() was */
+} fz_spool_t;
+
+
+static int
+fz_spool_write(void *data, const uint8_t *p, size_t len, uint64_t off)
+{
+    fz_spool_t *fs = data;
+
+    size_t   cap;
+    u_char  *d;
+
+    fz_assert(len > 0, "an empty write");
+
+    if (off + len > fs->cap) {
+        cap = (off + len) * 2;
+        d = realloc(fs->data, cap);
+        fz_assert(d != NULL, "realloc");
+        memset(d + fs->cap, 0xee, cap - fs->cap);
+        fs->data = d;
+        fs->cap = cap;
+    }
+
+    memcpy(fs->data + off, p, len);
+
+    if (off + len > fs->len) {
+        fs->len = off + len;
+    }
+
+    return 0;
+}
+
+
+static void
+fz_spool_behind(void *data, const uint8_t *p)
+{
+    fz_spool_t *fs = data;
+
+    fz_assert(p != NULL, "told of no place");
+    fs->told++;
+}
+
+
+/* a sink of a small block over fs, its block from the body's length */
+
+static void
+fz_spool_init(oip_sink_t *sink, fz_spool_t *fs, size_t len)
+{
+    memset(fs, 0, sizeof(fz_spool_t));
+
+    sink->data = fs;
+    sink->write = fz_spool_write;
+    sink->behind = fz_spool_behind;
+    sink->block = 64 + (len % 7) * 8;
+}
+
+
+/*
+ * A message made again with a sink (res, its file fs) against the same
+ * made without (plain): the same verdict, framing and bytes, its JSON in
+ * segments and the rest in the file, nothing written past it.
+ */
+
+static void
+fz_spooled_same(const oip_result_t *req, const oip_result_t *r,
+    const fz_spool_t *fs)
+{
+    u_char  *plain, *spooled;
+
+    fz_assert(r->status == req->status, "a sink changed the verdict");
+    fz_assert(r->status == 0 || strcmp(r->error, req->error) == 0,
+              "a sink changed the error");
+
+    if (r->status == 0) {
+        fz_assert(r->rewritten == req->rewritten
+                  && r->body_len == req->body_len
+                  && r->binary == req->binary
+                  && r->header_len == req->header_len,
+                  "a sink changed the body's framing");
+        fz_assert(r->rewritten || r->spooled == 0,
+                  "a body kept as it came, yet something spooled");
+    }
+
+    if (r->status == 0 && r->rewritten) {
+        fz_assert(r->spooled == fs->len
+                  && r->body_len == r->header_len + r->spooled,
+                  "the sink's file is not the body after its JSON");
+        fz_segs_check(r->segs, r->nsegs, r->header_len, r->header_len);
+
+        plain = fz_flatten(req->segs, req->nsegs, req->body_len);
+        spooled = fz_flatten(r->segs, r->nsegs, r->header_len);
+
+        fz_assert(memcmp(plain, spooled, r->header_len) == 0
+                  && (fs->len == 0
+                      || memcmp(plain + r->header_len, fs->data, fs->len)
+                         == 0),
+                  "a sink changed the bytes sent");
+
+        free(plain);
+        free(spooled);
+    }
+}
+
+
 #endif /* _OIP_FUZZ_H_INCLUDED_ */

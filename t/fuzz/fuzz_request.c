@@ -96,19 +96,7 @@ static void fz_digest_same(const oip_result_t *req, oip_options_t *opt,
     const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc);
 static void fz_sink_same(const oip_result_t *req, oip_options_t *opt,
     const u_char *body, size_t len, off_t ihcl);
-static int fz_sink_write(void *data, const uint8_t *p, size_t len,
-    uint64_t off);
-static void fz_sink_behind(void *data, const uint8_t *p);
 
-
-/* the sink's file, in memory */
-
-typedef struct {
-    u_char               *data;
-    size_t                cap;
-    size_t                len;       /* the end of what was written */
-    size_t                told;      /* how many times behind() was */
-} fz_sink_t;
 
 
 static oip_form_e
@@ -451,20 +439,14 @@ static void
 fz_sink_same(const oip_result_t *req, oip_options_t *opt,
     const u_char *body, size_t len, off_t ihcl)
 {
-    u_char        *plain, *spooled;
     arena_t        arena;
-    fz_sink_t      fs;
+    fz_spool_t     fs;
     oip_sink_t     sink;
     oip_alloc_t    alloc;
     oip_result_t   res;
 
     arena_init(&arena, &alloc);
-    memset(&fs, 0, sizeof(fz_sink_t));
-
-    sink.data = &fs;
-    sink.write = fz_sink_write;
-    sink.behind = fz_sink_behind;
-    sink.block = 64 + (len % 7) * 8;
+    fz_spool_init(&sink, &fs, len);
 
     opt->sink = &sink;
 
@@ -475,80 +457,10 @@ fz_sink_same(const oip_result_t *req, oip_options_t *opt,
 
     opt->sink = NULL;
 
-    fz_assert(res.status == req->status, "a sink changed the verdict");
-    fz_assert(res.status != 0 || strcmp(res.error, req->error) == 0,
-              "a sink changed the error");
-
-    if (res.status == 0) {
-        fz_assert(res.rewritten == req->rewritten
-                  && res.body_len == req->body_len
-                  && res.binary == req->binary
-                  && res.header_len == req->header_len,
-                  "a sink changed the body's framing");
-        fz_assert(res.rewritten || res.spooled == 0,
-                  "a body kept as it came, yet something spooled");
-    }
-
-    if (res.status == 0 && res.rewritten) {
-        fz_assert(res.spooled == fs.len
-                  && res.body_len == res.header_len + res.spooled,
-                  "the sink's file is not the body after its JSON");
-        fz_segs_check(res.segs, res.nsegs, res.header_len, res.header_len);
-
-        plain = fz_flatten(req->segs, req->nsegs, req->body_len);
-        spooled = fz_flatten(res.segs, res.nsegs, res.header_len);
-
-        fz_assert(memcmp(plain, spooled, res.header_len) == 0
-                  && (fs.len == 0
-                      || memcmp(plain + res.header_len, fs.data, fs.len)
-                         == 0),
-                  "a sink changed the bytes sent");
-
-        free(plain);
-        free(spooled);
-    }
+    fz_spooled_same(req, &res, &fs);
 
     free(fs.data);
     arena_destroy(&arena);
-}
-
-
-static int
-fz_sink_write(void *data, const uint8_t *p, size_t len, uint64_t off)
-{
-    fz_sink_t *fs = data;
-
-    size_t   cap;
-    u_char  *d;
-
-    fz_assert(len > 0, "an empty write");
-
-    if (off + len > fs->cap) {
-        cap = (off + len) * 2;
-        d = realloc(fs->data, cap);
-        fz_assert(d != NULL, "realloc");
-        memset(d + fs->cap, 0xee, cap - fs->cap);
-        fs->data = d;
-        fs->cap = cap;
-    }
-
-    memcpy(fs->data + off, p, len);
-
-    if (off + len > fs->len) {
-        fs->len = off + len;
-    }
-
-    return 0;
-}
-
-
-static void
-fz_sink_behind(void *data, const uint8_t *p)
-{
-    fz_sink_t *fs = data;
-
-    fz_assert(p != NULL, "told of no place");
-    fs->told++;
 }
 
 

@@ -11,6 +11,8 @@
  * (oip_response_plan()): when planned, its binary part fed in pieces of
  * a size from the config gives byte for byte what oip_response_process()
  * wrote, or a refusal where it refused; a plan refused is refused there.
+ * And every answer runs again with a sink of a small block (an answer
+ * held in a file): the same verdict and bytes, its tensors in the file.
  *
  * The input: a config of FZ_RESP_CONFIG bytes, then the body.
  *
@@ -54,6 +56,9 @@ static void fz_response_check(const oip_result_t *resp,
     const arena_t *arena, size_t len, off_t ihcl);
 static void fz_response_refeed(const oip_result_t *resp,
     const oip_options_t *opt, const oip_wish_t *wish);
+static void fz_response_sink(const oip_result_t *resp,
+    oip_options_t *opt, const oip_wish_t *wish, const u_char *p,
+    size_t len, off_t ihcl);
 static void fz_response_plan(const oip_result_t *resp,
     const oip_options_t *opt, const oip_wish_t *wish, const u_char *p,
     size_t len, off_t ihcl, size_t piece);
@@ -177,6 +182,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     if (ihcl > 0 && (size_t) ihcl <= len && !(c[2] & 0x04)) {
         fz_response_plan(&resp, &opt, &wish, p, len, ihcl, 1 + c[14]);
+    }
+
+    if (!(c[2] & 0x04)) {
+        fz_response_sink(&resp, &opt, &wish, p, len, ihcl);
     }
 
     /* the same bytes as an infer answer to make a generate answer of */
@@ -469,5 +478,34 @@ fz_response_plan(const oip_result_t *resp, const oip_options_t *opt,
 
     free(want);
     free(out);
+    arena_destroy(&arena);
+}
+
+
+static void
+fz_response_sink(const oip_result_t *resp, oip_options_t *opt,
+    const oip_wish_t *wish, const u_char *p, size_t len, off_t ihcl)
+{
+    arena_t        arena;
+    fz_spool_t     fs;
+    oip_sink_t     sink;
+    oip_alloc_t    alloc;
+    oip_result_t   res;
+
+    arena_init(&arena, &alloc);
+    fz_spool_init(&sink, &fs, len);
+
+    opt->sink = &sink;
+
+    oip_response_process(&res, &alloc, opt, wish,
+                         &(oip_framing_t) { ihcl, OIP_ENC_NONE,
+                                            OIP_CARRIER_HEADER, 0, 0 },
+                         p, len);
+
+    opt->sink = NULL;
+
+    fz_spooled_same(resp, &res, &fs);
+
+    free(fs.data);
     arena_destroy(&arena);
 }
