@@ -176,7 +176,8 @@ typedef struct {
 typedef struct {
     uint64_t               len;        /* its bytes */
     int                    dt;
-    unsigned               size;       /* an element's bytes */
+    unsigned               size;       /* an element's bytes (0: BYTES,
+                                          which are only dropped) */
     unsigned               drop:1;     /* not in the answer: skipped */
 } oip_chunk_t;
 

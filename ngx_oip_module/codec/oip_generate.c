@@ -677,11 +677,13 @@ oip_generate_answer(oip_result_t *res, const oip_alloc_t *a,
     }
 
 #define oip_gen_add(kdata, klen, vstart, vlen, r)                             \
-    mm = oip_grow(&c, m, nm, &cap, sizeof(oip_gen_member_t));                 \
-    if (mm == NULL) {                                                         \
-        goto done;                                                            \
+    if (nm == cap) {                                                          \
+        mm = oip_grow(&c, m, nm, &cap, sizeof(oip_gen_member_t));             \
+        if (mm == NULL) {                                                     \
+            goto done;                                                        \
+        }                                                                     \
+        m = mm;                                                               \
     }                                                                         \
-    m = mm;                                                                   \
     m[nm].key = (kdata);                                                      \
     m[nm].key_len = (klen);                                                   \
     m[nm].val = (vstart);                                                     \

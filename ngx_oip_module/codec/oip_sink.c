@@ -181,8 +181,9 @@ oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
 /*
  * Planned (oip_response_plan()): the JSON with its holes is what the
  * writer holds; each chunk of the binary part is made JSON in its hole or
- * dropped.  One that stays binary cannot be sent before the JSON that
- * comes after it in the answer: that answer is held, as before.
+ * dropped.  One that stays binary, or JSON data made binary, cannot be
+ * sent before the JSON that comes after it in the answer: that answer is
+ * held, as before.
  */
 
 int
@@ -200,6 +201,12 @@ oip_msg_chunks_planned(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
 
     for (i = 0; i < m->nitems; i++) {
         it = &m->items[i];
+
+        if (it->act == OIP_ACT_BINARY) {
+            /* JSON data the client gets binary: binary follows the JSON */
+            m->unplanned = 1;
+            return 0;
+        }
 
         if (!it->has_bds) {
             continue;

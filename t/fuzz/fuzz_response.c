@@ -379,8 +379,13 @@ fz_response_plan(const oip_result_t *resp, const oip_options_t *opt,
         ch = &plan.chunks[k];
         size = ch->size;
 
-        fz_assert(size > 0 && size == oip_dtypes[ch->dt].size,
+        fz_assert(size == oip_dtypes[ch->dt].size && (size > 0 || ch->drop),
                   "a planned chunk's element size");
+
+        if (size == 0) {
+            /* BYTES, dropped: bytes skipped one by one */
+            size = 1;
+        }
 
         /* the chunk's bytes, as they come in pieces */
 
