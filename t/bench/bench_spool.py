@@ -150,12 +150,17 @@ def answer(c, mb):
         c.sendall(piece)
 
 
-def fetch(ngx, path, mb):
-    """(growth in MB, first byte s, last byte s, bytes) for an answer."""
+def reset_peak(ngx):
+    """The one worker's pid, its peak RSS reset, and its RSS in KB."""
     pid, = ngx.workers()
     with open("/proc/%d/clear_refs" % pid, "w") as f:
         f.write("5")
-    before = kb(pid, "VmRSS")
+    return pid, kb(pid, "VmRSS")
+
+
+def fetch(ngx, path, mb):
+    """(growth in MB, first byte s, last byte s, bytes) for an answer."""
+    pid, before = reset_peak(ngx)
     c = http.client.HTTPConnection("127.0.0.1", ngx.port, timeout=600)
     t0 = time.time()
     c.request("POST", "/%s/v2/models/m/infer" % path, body=SMALL,
@@ -204,10 +209,7 @@ def convert(ngx, path, body):
     request."""
     # its line is waited for: the log holds no other
     open(os.path.join(ngx.dir, "spool.log"), "w").close()
-    pid, = ngx.workers()
-    with open("/proc/%d/clear_refs" % pid, "w") as f:
-        f.write("5")
-    before = kb(pid, "VmRSS")
+    pid, before = reset_peak(ngx)
     c = http.client.HTTPConnection("127.0.0.1", ngx.port, timeout=600)
     t0 = time.time()
     c.request("POST", "/%s/v2/models/m/infer" % path, body=body)

@@ -298,8 +298,8 @@ class Spool(GatewayTestCase):
         """A client that leaves once its body is sent: no file left."""
         rnd = random.Random(10)
         body = json.dumps({"inputs": [
-            {"name": "A", "datatype": "FP32", "shape": [200000],
-             "data": values("FP32", 200000, rnd)}]}).encode()
+            {"name": "A", "datatype": "FP32", "shape": [100000],
+             "data": values("FP32", 100000, rnd)}]}).encode()
         s = socket.create_connection(("127.0.0.1", self.ngx.port))
         s.sendall(b"POST /sthread/v2/models/m/infer HTTP/1.1\r\n"
                   b"Host: x\r\nContent-Length: %d\r\n\r\n" % len(body)
@@ -652,14 +652,18 @@ class Memory(GatewayTestCase):
         cls.ngx = cls.start_nginx(server, main=MAIN, log_level="debug",
                                   rec=cls.rec.port)
 
+    def reset_peak(self):
+        """The one worker, its peak RSS reset, and its RSS in KB."""
+        pid, = self.ngx.workers()
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        return pid, status_kb(pid, "VmRSS")
+
     def test_rss_256mb(self):
         """A 256 MB conversion grows the worker by 64 MB at most (the
         in-memory path grows it by more than the body)."""
         count, body = big_fp32(256 * 1024 * 1024)
-        pid, = self.ngx.workers()
-        with open("/proc/%d/clear_refs" % pid, "w") as f:
-            f.write("5")
-        before = status_kb(pid, "VmRSS")
+        pid, before = self.reset_peak()
         st, _, out = self.ngx.post("/big/v2/models/m/infer", body,
                                    timeout=120)
         self.assertEqual(st, 200, out)
@@ -672,20 +676,17 @@ class Memory(GatewayTestCase):
                              "the worker grew by %d KB" % grown)
         self.assertEqual(worker_temp_fds(self.ngx), 0)
 
-    def test_answer_rss_256mb(self):
-        """A 256 MB binary answer made JSON as it arrives grows the
+    def test_answer_rss_128mb(self):
+        """A 128 MB binary answer made JSON as it arrives grows the
         worker by 64 MB at most (held, by more than the answer)."""
-        n = 64 * 1024 * 1024
+        n = 32 * 1024 * 1024
         head = json.dumps({"model_name": "m", "outputs": [
             {"name": "O", "datatype": "FP32", "shape": [n],
              "parameters": {"binary_data_size": 4 * n}}]}).encode()
         self.rec.answer = (200, {"Content-Type": "application/octet-stream",
                                  IHCL: str(len(head))},
                            head + b"\x00\x00\xc0\x3f" * n)
-        pid, = self.ngx.workers()
-        with open("/proc/%d/clear_refs" % pid, "w") as f:
-            f.write("5")
-        before = status_kb(pid, "VmRSS")
+        pid, before = self.reset_peak()
         st, h, out = self.ngx.post("/abig/v2/models/m/infer",
                                    b'{"inputs":[{"name":"I","datatype":'
                                    b'"INT8","shape":[1],"data":[1]}]}',
@@ -703,7 +704,7 @@ class Memory(GatewayTestCase):
     def test_reload_mid_conversion(self):
         """A reload while a big body converts in a thread: the old
         worker finishes it, the answer is whole, no file is left."""
-        _, body = big_fp32(96 * 1024 * 1024)
+        _, body = big_fp32(64 * 1024 * 1024)
         log = os.path.join(self.ngx.dir, "error.log")
         start = os.path.getsize(log)
         out = {}
