@@ -161,8 +161,8 @@ do_test() {
         || OIP_PASS=next OIP_NGINX="$NEXT_NGINX" OIP_MODULE="$NEXT_MODULE" \
             run_py "integration tests: nginx $NEXT_VERSION" "${INTEGRATION[@]}"
 
-    phase "fuzzing, ${FUZZ_SECONDS:-15} s a target (libFuzzer, ASan+UBSan)"
-    do_fuzz -max_total_time="${FUZZ_SECONDS:-15}"
+    phase "fuzzing, ${FUZZ_SECONDS:-10} s a target (libFuzzer, ASan+UBSan)"
+    do_fuzz -max_total_time="${FUZZ_SECONDS:-10}"
 
     [ ${#LOAD[@]} -eq 0 ] || run_py "load test: real nginx" "${LOAD[@]}"
 
