@@ -56,6 +56,8 @@ static ngx_int_t ngx_http_oip_flow_run(ngx_http_request_t *r,
     ngx_http_oip_flow_t *fl);
 static ngx_int_t ngx_http_oip_flow_input(ngx_http_request_t *r,
     ngx_http_oip_flow_t *fl, ngx_buf_t *b);
+static ngx_int_t ngx_http_oip_flow_next(ngx_http_request_t *r,
+    ngx_http_oip_flow_t *fl);
 static ngx_int_t ngx_http_oip_flow_text(ngx_http_request_t *r,
     ngx_http_oip_flow_t *fl);
 static ngx_int_t ngx_http_oip_flow_room(ngx_http_request_t *r,
@@ -409,16 +411,8 @@ ngx_http_oip_flow_run(ngx_http_request_t *r, ngx_http_oip_flow_t *fl)
         size = ch->size;
 
         if (fl->done == ch->len) {
-            fl->chunk++;
-            fl->done = 0;
-            fl->at = 0;
-
-            if (!ch->drop) {
-                fl->seg++;      /* its hole */
-
-                if (ngx_http_oip_flow_text(r, fl) != NGX_OK) {
-                    return NGX_ERROR;
-                }
+            if (ngx_http_oip_flow_next(r, fl) != NGX_OK) {
+                return NGX_ERROR;
             }
 
             continue;
@@ -485,16 +479,9 @@ ngx_http_oip_flow_run(ngx_http_request_t *r, ngx_http_oip_flow_t *fl)
     while (fl->chunk < fl->plan.nchunks
            && fl->done == fl->plan.chunks[fl->chunk].len)
     {
-        if (!fl->plan.chunks[fl->chunk].drop) {
-            fl->seg++;
-
-            if (ngx_http_oip_flow_text(r, fl) != NGX_OK) {
-                return NGX_ERROR;
-            }
+        if (ngx_http_oip_flow_next(r, fl) != NGX_OK) {
+            return NGX_ERROR;
         }
-
-        fl->chunk++;
-        fl->done = 0;
     }
 
     if (fl->chunk < fl->plan.nchunks || fl->seg < fl->plan.nsegs) {
@@ -506,19 +493,10 @@ ngx_http_oip_flow_run(ngx_http_request_t *r, ngx_http_oip_flow_t *fl)
 
     /* the end */
 
-    b = fl->buf;
+    b = (fl->buf && fl->buf->last > fl->buf->pos) ? fl->buf
+                                                   : ngx_calloc_buf(r->pool);
 
-    if (b == NULL || b->last == b->pos) {
-        b = ngx_calloc_buf(r->pool);
-        if (b == NULL) {
-            return NGX_ERROR;
-        }
-
-        if (ngx_http_oip_flow_put(r, fl, b) != NGX_OK) {
-            return NGX_ERROR;
-        }
-
-    } else if (ngx_http_oip_flow_put(r, fl, b) != NGX_OK) {
+    if (b == NULL || ngx_http_oip_flow_put(r, fl, b) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -527,6 +505,29 @@ ngx_http_oip_flow_run(ngx_http_request_t *r, ngx_http_oip_flow_t *fl)
     fl->sent_last = 1;
 
     return NGX_OK;
+}
+
+
+/* a chunk read whole: the next, and after a kept one's hole, the text */
+
+static ngx_int_t
+ngx_http_oip_flow_next(ngx_http_request_t *r, ngx_http_oip_flow_t *fl)
+{
+    ngx_uint_t  drop;
+
+    drop = fl->plan.chunks[fl->chunk].drop;
+
+    fl->chunk++;
+    fl->done = 0;
+    fl->at = 0;
+
+    if (drop) {
+        return NGX_OK;
+    }
+
+    fl->seg++;
+
+    return ngx_http_oip_flow_text(r, fl);
 }
 
 

@@ -111,7 +111,20 @@ def worker_temp_fds(ngx):
     return n
 
 
-class Spool(GatewayTestCase):
+class LogCase(GatewayTestCase):
+    """A gateway whose error log is read from a point on."""
+
+    def log_size(self):
+        return os.path.getsize(os.path.join(self.ngx.dir, "error.log"))
+
+    def log_since(self, start):
+        with open(os.path.join(self.ngx.dir, "error.log"),
+                  errors="replace") as f:
+            f.seek(start)
+            return f.read()
+
+
+class Spool(LogCase):
 
     @classmethod
     def setUpGateway(cls):
@@ -140,15 +153,6 @@ class Spool(GatewayTestCase):
         cls.dead.close()
         cls.ngx = cls.start_nginx(server, main=MAIN, log_level="debug",
                                   rec=cls.rec.port, dead=dead)
-
-    def log_since(self, start):
-        with open(os.path.join(self.ngx.dir, "error.log"),
-                  errors="replace") as f:
-            f.seek(start)
-            return f.read()
-
-    def log_size(self):
-        return os.path.getsize(os.path.join(self.ngx.dir, "error.log"))
 
     def sent(self, path, body, headers=None, spooled=True):
         """What the recorder got for body posted to path."""
@@ -403,7 +407,7 @@ def dechunk(data):
         rest = rest[n + 2:]
 
 
-class Flow(GatewayTestCase):
+class Flow(LogCase):
     """Answers above oip_buffer, binary from the runtime, JSON for the
     client: converted as they arrive."""
 
@@ -427,12 +431,6 @@ class Flow(GatewayTestCase):
         cls.ngx = cls.start_nginx(server, log_level="debug",
                                   rec=cls.rec.port, tr=cls.tr.port)
 
-    def log_since(self, start):
-        with open(os.path.join(self.ngx.dir, "error.log"),
-                  errors="replace") as f:
-            f.seek(start)
-            return f.read()
-
     def answers(self, answer, request=None, flows=True):
         """The client's answer from both locations: (flow, held)."""
         self.rec.answer = answer
@@ -441,8 +439,7 @@ class Flow(GatewayTestCase):
              "data": [1]}]}).encode()
         got = {}
         for path in ("flow", "held"):
-            start = os.path.getsize(os.path.join(self.ngx.dir,
-                                                 "error.log"))
+            start = self.log_size()
             st, h, out = self.ngx.post("/%s/v2/models/m/infer" % path, req)
             self.assertEqual(st, 200, out[:200])
             log = self.log_since(start)
