@@ -272,9 +272,11 @@ ngx_http_oip_spool_behind(void *data, const uint8_t *p)
 
 /*
  * After the pass, in the worker: a write that failed is logged; the
- * mapping is let go whole (the JSON's pieces still referenced fault in
- * again, a few pages); when nothing was converted, or the request is
- * refused, the file goes at once, and the mapping with it.
+ * mapping's pages are let go whole, the mapping itself kept to the
+ * request's end, since what the pass found is read from it later (the
+ * outputs the client listed, its id: a few pages fault in again); when
+ * nothing was converted, or the request is refused, the file goes at
+ * once.
  */
 
 void
@@ -307,7 +309,6 @@ ngx_http_oip_spool_done(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
                    rc ? "refused" : "the body goes as it came");
 
     ngx_pool_run_cleanup_file(r->pool, sp->out->file.fd);
-    ngx_http_oip_spool_unmap(sp);
     ctx->spool = NULL;
 }
 
@@ -316,7 +317,7 @@ ngx_http_oip_spool_done(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
  * The body sent: the JSON, copied out of the mapping into one buffer,
  * then the file from its start (the request-body rules: memory buffers
  * with pos == start, at most one file, from offset 0, for a retry to
- * rewind); the body's own file and its mapping are let go now.
+ * rewind); the body's own file is closed (the mapping keeps it).
  */
 
 ngx_int_t
@@ -378,8 +379,6 @@ ngx_http_oip_spool_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         ngx_pool_run_cleanup_file(r->pool, rb->temp_file->file.fd);
         rb->temp_file = NULL;
     }
-
-    ngx_http_oip_spool_unmap(sp);
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: body sent as %uz bytes of JSON, then %uL from "

@@ -730,6 +730,52 @@ class Memory(GatewayTestCase):
                                   lambda n: n == 0), 0)
 
 
+class FlowRuntimes(LogCase):
+    """In front of the example runtime's families that answer binary
+    (Triton's, KServe's, OpenVINO's: MLServer answers JSON only), as
+    they really answer: an answer above oip_buffer flows, the same
+    bytes as held; KServe's binary answers are chunked (no length):
+    held, as directives.md says."""
+
+    FAMILIES = ["triton", "kserve", "openvino"]
+
+    @classmethod
+    def setUpGateway(cls):
+        server = "client_max_body_size 64m;\n"
+        ports = {}
+        for family in cls.FAMILIES:
+            rt = cls.start_runtime(family)
+            ports[family] = rt.port
+            for path, buf in (("flow", "64k"), ("held", "1024m")):
+                server += location("%s-%s" % (family, path), family, buf,
+                                   "binary", "oip_upstream_outputs binary;")
+        cls.ngx = cls.start_nginx(server, log_level="debug", **ports)
+
+    def test_families(self):
+        rnd = random.Random(17)
+        # listed: OVMS answers binary only for listed outputs
+        body = json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [1, 40000],
+             "data": values("FP32", 40000, rnd)}],
+            "outputs": [{"name": "OUTPUT0"}]}).encode()
+        for family in self.FAMILIES:
+            got = {}
+            for path in ("flow", "held"):
+                start = self.log_size()
+                st, h, out = self.ngx.post("/%s-%s/v2/models/identity/infer"
+                                           % (family, path), body)
+                self.assertEqual(st, 200, (family, out[:200]))
+                flows = path == "flow" and family != "kserve"
+                self.assertEqual("flows: JSON" in self.log_since(start),
+                                 flows, family)
+                self.assertEqual("content-length" not in h, flows, family)
+                # KServe's family gives each answer an id of its own
+                got[path] = re.sub(rb'"id":"[^"]*"', b'"id":""', out)
+            self.assertEqual(got["flow"], got["held"], family)
+            self.assertEqual(len(json.loads(got["held"])["outputs"][0]
+                                 ["data"]), 40000)
+
+
 class DiskFull(GatewayTestCase):
     """The converted body's file cannot be written: a small tmpfs where
     the test may mount one (root); elsewhere the test is skipped, and
