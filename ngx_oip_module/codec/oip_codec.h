@@ -150,11 +150,11 @@ typedef struct {
 
 
 /*
- * A request of any size (oip_buffer): the tensor bytes after its JSON
+ * A message of any size (oip_buffer): the tensor bytes after its JSON
  * are written to the caller's file in pieces of block bytes, each at its
  * offset, rather than built in memory, and the caller is told how far the
  * pass has read its input, to let go of what lies behind.  write()
- * returns 0, or -1 (the caller keeps why: the request is a 500).
+ * returns 0, or -1 (the caller keeps why: the message is a 500).
  * behind() is a hint: the pass may read earlier bytes again (a tensor
  * whose data came before its shape; the JSON's unchanged pieces).
  */
@@ -165,6 +165,7 @@ typedef struct {
                                   uint64_t off);
     void                 (*behind)(void *data, const uint8_t *p);
     size_t                 block;
+    const char            *what;       /* "request", "answer": messages */
 } oip_sink_t;
 
 
@@ -220,8 +221,9 @@ typedef struct {
     const oip_digest_t    *digest;
 
     /*
-     * requests: tensors to the sink's file (REST, not encoded, without a
-     * digest; otherwise ignored); res->spooled says what it holds
+     * requests and answers: tensors to the sink's file (REST, not
+     * encoded, without a digest; otherwise ignored); res->spooled says
+     * what it holds
      */
     const oip_sink_t      *sink;
     const uint8_t         *version;              /* from the URI */

@@ -147,8 +147,9 @@ oip_sink_write(oip_ctx_t *c, const uint8_t *p, size_t len, uint64_t off)
         n = oip_min(len, c->sink->block);
 
         if (c->sink->write(c->sink->data, p, n, off) != 0) {
-            return oip_fail(c, 500, OIP_REASON_OTHER, "the converted request "
-                            "could not be written to a temporary file");
+            return oip_fail(c, 500, OIP_REASON_OTHER, "the converted %s "
+                            "could not be written to a temporary file",
+                            c->sink->what);
         }
 
         p += n;

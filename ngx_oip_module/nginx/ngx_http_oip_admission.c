@@ -747,6 +747,27 @@ ngx_http_oip_admission_end(ngx_http_oip_ctx_t *ctx)
 
 
 /*
+ * An upstream error that says the runtime's own queue is full (a 429,
+ * or a 503 in Triton's words, REST's or gRPC's), read by the response
+ * path: the client may come back, a 429.
+ */
+
+ngx_int_t
+ngx_http_oip_admission_overloaded(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res)
+{
+    if (r->headers_out.status == NGX_HTTP_TOO_MANY_REQUESTS
+        || (r->headers_out.status == NGX_HTTP_SERVICE_UNAVAILABLE
+            && res->reason == OIP_REASON_QUEUE_FULL))
+    {
+        return ngx_http_oip_admission_overload(r, ctx);
+    }
+
+    return NGX_OK;
+}
+
+
+/*
  * The runtime answered that its own queue is full (a 429, or Triton's
  * 503 "Exceeds maximum queue size"): a 429 to the client, with the
  * runtime's Retry-After or 1, counted as the runtime's refusal.

@@ -216,6 +216,9 @@ typedef struct {
 /* an answer above oip_buffer, converted as it arrives (flow.c) */
 typedef struct ngx_http_oip_flow_s  ngx_http_oip_flow_t;
 
+/* a body or an answer above oip_buffer, through files (spool.c) */
+typedef struct ngx_http_oip_spool_s  ngx_http_oip_spool_t;
+
 
 /*
  * The answer is being converted (in a thread, or as it arrives, holding
@@ -250,8 +253,11 @@ typedef struct {
     size_t                 limit;
     ngx_str_t              page;        /* JSON for nginx's error page */
     ngx_http_oip_flow_t   *flow;        /* converted as it arrives */
+    ngx_http_oip_spool_t  *spool;       /* held in a file, not buf */
     unsigned               manage:1;    /* it may be reshaped */
     unsigned               may_flow:1;  /* ... once its JSON is here */
+    unsigned               may_spool:1; /* ... held in a file past
+                                           oip_buffer */
 } ngx_http_oip_ans_t;
 
 
@@ -274,10 +280,6 @@ typedef struct {
     unsigned               lf:1;        /* passing: the last byte was
                                            a line feed */
 } ngx_http_oip_stream_t;
-
-
-/* a request body above oip_buffer, converted through files (spool.c) */
-typedef struct ngx_http_oip_spool_s  ngx_http_oip_spool_t;
 
 
 /*
@@ -533,7 +535,7 @@ ngx_int_t ngx_http_oip_body_in(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char **data, size_t *len);
 ngx_int_t ngx_http_oip_body_out(ngx_http_request_t *r, oip_result_t *res);
 
-/* bodies above oip_buffer, through files (ngx_http_oip_spool.c) */
+/* bodies and answers above oip_buffer, through files (spool.c) */
 ngx_int_t ngx_http_oip_spool_in(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_framing_t *framing, u_char **data,
     size_t *len);
@@ -542,6 +544,17 @@ void ngx_http_oip_spool_done(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
 ngx_int_t ngx_http_oip_spool_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_result_t *res);
+ngx_int_t ngx_http_oip_spool_init(ngx_conf_t *cf);
+ngx_uint_t ngx_http_oip_spool_may(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, off_t len);
+ngx_int_t ngx_http_oip_spool_hold(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, u_char *data, size_t len);
+ngx_int_t ngx_http_oip_spool_answer(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, const u_char **data, size_t *len,
+    const oip_sink_t **sink);
+ngx_int_t ngx_http_oip_spool_send(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
+ngx_int_t ngx_http_oip_spool_on(ngx_http_request_t *r);
 
 /* answers above oip_buffer, converted as they arrive (flow.c) */
 ngx_int_t ngx_http_oip_flow_init(ngx_conf_t *cf);
@@ -618,6 +631,8 @@ void ngx_http_oip_admission_upstream(ngx_http_request_t *r,
 void ngx_http_oip_admission_end(ngx_http_oip_ctx_t *ctx);
 ngx_int_t ngx_http_oip_admission_overload(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
+ngx_int_t ngx_http_oip_admission_overloaded(ngx_http_request_t *r,
+    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
 ngx_int_t ngx_http_oip_admission_options(ngx_http_request_t *r,
     oip_options_t *opt);
 ngx_http_oip_adm_e ngx_http_oip_admission_result(ngx_http_oip_ctx_t *ctx);

@@ -45,8 +45,6 @@ static void ngx_http_oip_convert_resume(ngx_http_request_t *r,
     ngx_int_t rc);
 static ngx_int_t ngx_http_oip_finish_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx);
-static ngx_int_t ngx_http_oip_overloaded(ngx_http_request_t *r,
-    ngx_http_oip_ctx_t *ctx, oip_result_t *res);
 static ngx_int_t ngx_http_oip_answer_error(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, u_char *msg, size_t len);
 static ngx_int_t ngx_http_oip_send_held(ngx_http_request_t *r,
@@ -206,10 +204,10 @@ ngx_http_oip_hold(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     len = r->headers_out.content_length_n;
 
-    /* one that may flow is not held whole: not allocated for it yet */
+    /* one that may flow, or go to a file, is not allocated whole yet */
 
-    if (len > 0 && (uint64_t) len <= ctx->ans.limit
-        && !ngx_http_oip_flow_may(r, ctx, len))
+    if (!ngx_http_oip_spool_may(r, ctx, len)
+        && len > 0 && (uint64_t) len <= ctx->ans.limit)
     {
         ctx->ans.buf = ngx_palloc(r->pool, (size_t) len);
         if (ctx->ans.buf == NULL) {
@@ -241,9 +239,10 @@ ngx_http_oip_body_filter(ngx_http_request_t *r, ngx_chain_t *in)
     ngx_http_oip_ctx_t  *ctx;
 
     if (in == NULL) {
-        /* called to go on: an answer that flows may have more to send */
+        /* called to go on: an answer that flows, or from files, may have
+         * more to send */
         return (r->buffered & NGX_HTTP_OIP_BUFFERED)
-               ? ngx_http_oip_flow_body(r, NULL, in)
+               ? ngx_http_oip_spool_on(r)
                : ngx_http_next_body_filter(r, in);
     }
 
@@ -536,8 +535,9 @@ static ngx_int_t
 ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     u_char *data, size_t len)
 {
-    size_t   cap;
-    u_char  *buf;
+    size_t     cap;
+    u_char    *buf;
+    ngx_int_t  rc;
 
     if (len == 0) {
         return NGX_OK;
@@ -554,6 +554,14 @@ ngx_http_oip_append(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         if (len == 0) {
             return NGX_OK;
         }
+    }
+
+    /* past oip_buffer, one to be converted may go to a file */
+
+    rc = ngx_http_oip_spool_hold(r, ctx, data, len);
+
+    if (rc != NGX_DECLINED) {
+        return rc;
     }
 
     if (ctx->ans.len + len > ctx->ans.cap) {
@@ -614,7 +622,7 @@ ngx_http_oip_finish(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         /* a gRPC status has no 429 of its own: only Triton's words */
 
         if (res.reason == OIP_REASON_QUEUE_FULL
-            && ngx_http_oip_overloaded(r, ctx, &res) != NGX_OK)
+            && ngx_http_oip_admission_overloaded(r, ctx, &res) != NGX_OK)
         {
             return NGX_ERROR;
         }
@@ -662,6 +670,20 @@ ngx_http_oip_convert(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     run.len = ctx->ans.len;
 
     ngx_http_oip_options(r, &run.opt);
+
+    rc = ngx_http_oip_spool_answer(r, ctx, &run.body, &run.len,
+                                   &run.opt.sink);
+
+    if (rc == NGX_ABORT) {
+        return ngx_http_oip_answer_failed(r, ctx,
+                                          NGX_HTTP_INTERNAL_SERVER_ERROR,
+                                          "the answer could not be written "
+                                          "to a temporary file");
+    }
+
+    if (rc == NGX_ERROR) {
+        return NGX_ERROR;
+    }
 
     /* from the cache: the answer to another request, its id not ours */
 
@@ -786,7 +808,7 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
                             ctx->ans.buf ? ctx->ans.buf : (u_char *) "",
                             ctx->ans.len);
 
-    if (ngx_http_oip_overloaded(r, ctx, &res) != NGX_OK) {
+    if (ngx_http_oip_admission_overloaded(r, ctx, &res) != NGX_OK) {
         return NGX_ERROR;
     }
 
@@ -823,27 +845,6 @@ ngx_http_oip_finish_error(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
     return ngx_http_oip_answer_error(r, ctx, (u_char *) res.error,
                                      ngx_strlen(res.error));
-}
-
-
-/*
- * An upstream error that says the runtime's own queue is full (a 429,
- * or a 503 in Triton's words, REST's or gRPC's): the client may come
- * back, a 429 (ngx_http_oip_admission_overload()).
- */
-
-static ngx_int_t
-ngx_http_oip_overloaded(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
-    oip_result_t *res)
-{
-    if (r->headers_out.status == NGX_HTTP_TOO_MANY_REQUESTS
-        || (r->headers_out.status == NGX_HTTP_SERVICE_UNAVAILABLE
-            && res->reason == OIP_REASON_QUEUE_FULL))
-    {
-        return ngx_http_oip_admission_overload(r, ctx);
-    }
-
-    return NGX_OK;
 }
 
 
@@ -1016,6 +1017,10 @@ ngx_http_oip_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     }
 
     r->headers_out.content_length_n = res->body_len;
+
+    if (ctx->ans.spool) {
+        return ngx_http_oip_spool_send(r, ctx, res);
+    }
 
     if (res->rewritten) {
         return ngx_http_oip_answer_body(r, ctx, res->segs, res->nsegs);

@@ -18,24 +18,47 @@
 #include "ngx_http_oip_module.h"
 
 
+/* an answer sent from files: as many buffers at most, each this large */
+#define NGX_HTTP_OIP_SPOOL_BUFS   4
+#define NGX_HTTP_OIP_SPOOL_SIZE   65536
+
+
 struct ngx_http_oip_spool_s {
     u_char                *map;
     size_t                 map_len;
     u_char                *released;   /* pages before it are let go */
-    ngx_temp_file_t       *out;
+    ngx_temp_file_t       *in;         /* an answer held: as it came */
+    ngx_temp_file_t       *out;        /* the converted tensors */
     ngx_err_t              err;        /* the write that failed */
     oip_sink_t             sink;
+    ngx_output_chain_ctx_t  *output;   /* an answer going out */
+    unsigned               failed:1;   /* no file for the answer */
 };
 
 
 static ngx_int_t ngx_http_oip_spool_wanted(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_framing_t *framing, off_t *total);
 static ngx_int_t ngx_http_oip_spool_file(ngx_http_request_t *r,
-    ngx_http_oip_spool_t *sp);
+    ngx_path_t *path, ngx_uint_t persistent, ngx_uint_t clean,
+    ngx_temp_file_t **file);
+static void ngx_http_oip_spool_sink_init(ngx_http_request_t *r,
+    ngx_http_oip_spool_t *sp, const char *what);
 static int ngx_http_oip_spool_write(void *data, const uint8_t *p,
     size_t len, uint64_t off);
+static ngx_err_t ngx_http_oip_spool_pwrite(ngx_fd_t fd, const u_char *p,
+    size_t len, off_t off);
 static void ngx_http_oip_spool_behind(void *data, const uint8_t *p);
 static void ngx_http_oip_spool_unmap(void *data);
+static ngx_path_t *ngx_http_oip_spool_path(ngx_http_request_t *r);
+static ngx_int_t ngx_http_oip_spool_buf(ngx_http_request_t *r,
+    ngx_chain_t ***last, u_char *p, ngx_file_t *file, off_t pos,
+    off_t end);
+static ngx_int_t ngx_http_oip_spool_output(ngx_http_request_t *r,
+    ngx_http_oip_spool_t *sp, ngx_chain_t *in);
+
+
+static ngx_http_output_header_filter_pt  ngx_http_oip_spool_next_header;
+static ngx_http_output_body_filter_pt    ngx_http_oip_spool_next_body;
 
 
 /*
@@ -48,14 +71,14 @@ ngx_int_t
 ngx_http_oip_spool_in(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_framing_t *framing, u_char **data, size_t *len)
 {
-    off_t                     total;
-    u_char                   *map;
-    ngx_file_t               *file;
-    ngx_pool_cleanup_t       *cln;
-    ngx_http_oip_spool_t     *sp;
-    ngx_http_oip_loc_conf_t  *olcf;
+    off_t                      total;
+    u_char                    *map;
+    ngx_file_t                *file;
+    ngx_pool_cleanup_t        *cln;
+    ngx_http_oip_spool_t      *sp;
+    ngx_http_core_loc_conf_t  *clcf;
 
-    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
     ctx->spool = NULL;
 
     if (ngx_http_oip_spool_wanted(r, ctx, framing, &total) != NGX_OK) {
@@ -87,17 +110,20 @@ ngx_http_oip_spool_in(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     cln->handler = ngx_http_oip_spool_unmap;
     cln->data = sp;
 
-    if (ngx_http_oip_spool_file(r, sp) != NGX_OK) {
+    /* as nginx makes a request body's file */
+
+    if (ngx_http_oip_spool_file(r, clcf->client_body_temp_path,
+                                r->request_body_in_persistent_file,
+                                r->request_body_in_clean_file, &sp->out)
+        != NGX_OK)
+    {
         return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
                                  OIP_REASON_OTHER,
                                  "the converted request could not be "
                                  "written to a temporary file");
     }
 
-    sp->sink.data = sp;
-    sp->sink.write = ngx_http_oip_spool_write;
-    sp->sink.behind = ngx_http_oip_spool_behind;
-    sp->sink.block = olcf->buffer;
+    ngx_http_oip_spool_sink_init(r, sp, "request");
 
     ctx->spool = sp;
 
@@ -165,15 +191,13 @@ ngx_http_oip_spool_wanted(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 }
 
 
-/* the converted body's file, as nginx makes a request body's */
+/* a temporary file of the request's */
 
 static ngx_int_t
-ngx_http_oip_spool_file(ngx_http_request_t *r, ngx_http_oip_spool_t *sp)
+ngx_http_oip_spool_file(ngx_http_request_t *r, ngx_path_t *path,
+    ngx_uint_t persistent, ngx_uint_t clean, ngx_temp_file_t **file)
 {
-    ngx_temp_file_t           *tf;
-    ngx_http_core_loc_conf_t  *clcf;
-
-    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+    ngx_temp_file_t  *tf;
 
     tf = ngx_pcalloc(r->pool, sizeof(ngx_temp_file_t));
     if (tf == NULL) {
@@ -182,11 +206,10 @@ ngx_http_oip_spool_file(ngx_http_request_t *r, ngx_http_oip_spool_t *sp)
 
     tf->file.fd = NGX_INVALID_FILE;
     tf->file.log = r->connection->log;
-    tf->path = clcf->client_body_temp_path;
+    tf->path = path;
     tf->pool = r->pool;
-    tf->log_level = r->request_body_file_log_level;
-    tf->persistent = r->request_body_in_persistent_file;
-    tf->clean = r->request_body_in_clean_file;
+    tf->persistent = persistent;
+    tf->clean = clean;
 
     /* not persistent: unlinked as soon as it is open, closed with r */
 
@@ -197,9 +220,25 @@ ngx_http_oip_spool_file(ngx_http_request_t *r, ngx_http_oip_spool_t *sp)
         return NGX_ERROR;
     }
 
-    sp->out = tf;
+    *file = tf;
 
     return NGX_OK;
+}
+
+
+static void
+ngx_http_oip_spool_sink_init(ngx_http_request_t *r, ngx_http_oip_spool_t *sp,
+    const char *what)
+{
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    sp->sink.data = sp;
+    sp->sink.write = ngx_http_oip_spool_write;
+    sp->sink.behind = ngx_http_oip_spool_behind;
+    sp->sink.block = olcf->buffer;
+    sp->sink.what = what;
 }
 
 
@@ -218,23 +257,33 @@ ngx_http_oip_spool_write(void *data, const uint8_t *p, size_t len,
 {
     ngx_http_oip_spool_t *sp = data;
 
+    sp->err = ngx_http_oip_spool_pwrite(sp->out->file.fd, p, len,
+                                        (off_t) off);
+
+    return sp->err ? -1 : 0;
+}
+
+
+/* 0, or why not */
+
+static ngx_err_t
+ngx_http_oip_spool_pwrite(ngx_fd_t fd, const u_char *p, size_t len, off_t off)
+{
     ssize_t  n;
 
     while (len) {
-        n = pwrite(sp->out->file.fd, p, len, (off_t) off);
+        n = pwrite(fd, p, len, off);
 
         if (n == -1) {
             if (ngx_errno == NGX_EINTR) {
                 continue;
             }
 
-            sp->err = ngx_errno;
-            return -1;
+            return ngx_errno;
         }
 
         if (n == 0) {
-            sp->err = NGX_ENOSPC;
-            return -1;
+            return NGX_ENOSPC;
         }
 
         p += n;
@@ -397,4 +446,404 @@ ngx_http_oip_spool_unmap(void *data)
         (void) munmap(sp->map, sp->map_len);
         sp->map = NULL;
     }
+}
+
+
+/*
+ * Answers.  One that must be held whole to be converted (JSON made
+ * binary, an output kept binary, BYTES made JSON, or one passed as it
+ * came) goes to a file of its own once past oip_buffer, as it arrives;
+ * when all of it is in, the file is mapped for the codec's pass, as a
+ * request body's, and the answer is sent from files.  These are the
+ * response path's next filters, saved, not filters of their own.
+ */
+
+ngx_int_t
+ngx_http_oip_spool_init(ngx_conf_t *cf)
+{
+    ngx_http_oip_spool_next_header = ngx_http_top_header_filter;
+    ngx_http_oip_spool_next_body = ngx_http_top_body_filter;
+
+    return NGX_OK;
+}
+
+
+/*
+ * Whether a 200 being held is not to be allocated whole at once: it may
+ * flow (flow.c), or it is a REST answer to an infer call that goes to a
+ * file past oip_buffer (ctx->ans.may_spool, its length known or not).
+ */
+
+ngx_uint_t
+ngx_http_oip_spool_may(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    off_t len)
+{
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+    ctx->ans.may_spool = (r == r->main
+                          && r->headers_out.status == NGX_HTTP_OK
+                          && ctx->req.transport == &ngx_http_oip_http_transport
+                          && ctx->req.rpc == OIP_RPC_MODEL_INFER
+                          && ctx->req.generate != NGX_HTTP_OIP_GEN_EMULATE);
+
+    return ngx_http_oip_flow_may(r, ctx, len)
+           || (ctx->ans.may_spool && len > (off_t) olcf->buffer);
+}
+
+
+/*
+ * A piece of an answer being held.  NGX_DECLINED: in memory, as ever;
+ * NGX_OK: in its file, which it goes to once past oip_buffer (what memory
+ * held is written first, and let go).  A file that cannot be made or
+ * written is remembered, the rest of the answer dropped: it is a 500 once
+ * all has come (ngx_http_oip_spool_answer()).
+ */
+
+ngx_int_t
+ngx_http_oip_spool_hold(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    u_char *data, size_t len)
+{
+    ngx_http_oip_spool_t     *sp;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    sp = ctx->ans.spool;
+
+    if (sp == NULL) {
+        olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
+
+        if (!ctx->ans.may_spool || ctx->ans.may_flow
+            || ctx->ans.len + len <= olcf->buffer)
+        {
+            return NGX_DECLINED;
+        }
+
+        sp = ngx_pcalloc(r->pool, sizeof(ngx_http_oip_spool_t));
+        if (sp == NULL) {
+            return NGX_ERROR;
+        }
+
+        ctx->ans.spool = sp;
+
+        if (ngx_http_oip_spool_file(r, ngx_http_oip_spool_path(r), 0, 0,
+                                    &sp->in)
+            != NGX_OK)
+        {
+            sp->failed = 1;
+
+        } else {
+            ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                           "oip: answer past %uz bytes held in \"%V\"",
+                           olcf->buffer, &sp->in->file.name);
+
+            sp->err = ngx_http_oip_spool_pwrite(sp->in->file.fd,
+                                                ctx->ans.buf, ctx->ans.len,
+                                                0);
+        }
+
+        if (ctx->ans.buf) {
+            (void) ngx_pfree(r->pool, ctx->ans.buf);
+            ctx->ans.buf = NULL;
+            ctx->ans.cap = 0;
+        }
+    }
+
+    if (!sp->failed && sp->err == 0) {
+        sp->err = ngx_http_oip_spool_pwrite(sp->in->file.fd, data, len,
+                                            (off_t) ctx->ans.len);
+    }
+
+    ctx->ans.len += len;
+
+    return NGX_OK;
+}
+
+
+/* where an answer's files go: its upstream's temporary files' path */
+
+static ngx_path_t *
+ngx_http_oip_spool_path(ngx_http_request_t *r)
+{
+    ngx_http_core_loc_conf_t  *clcf;
+
+    if (r->upstream && r->upstream->conf->temp_path) {
+        return r->upstream->conf->temp_path;
+    }
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    return clcf->client_body_temp_path;
+}
+
+
+/*
+ * The answer all in its file: mapped for the codec's pass (data, len),
+ * its tensors written to a second file (sink).  NGX_DECLINED: held in
+ * memory; NGX_ABORT: it could not be held or mapped (a 500).
+ */
+
+ngx_int_t
+ngx_http_oip_spool_answer(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    const u_char **data, size_t *len, const oip_sink_t **sink)
+{
+    u_char                *map;
+    ngx_pool_cleanup_t    *cln;
+    ngx_http_oip_spool_t  *sp;
+
+    sp = ctx->ans.spool;
+
+    if (sp == NULL) {
+        return NGX_DECLINED;
+    }
+
+    if (sp->failed) {
+        return NGX_ABORT;
+    }
+
+    if (sp->err) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, sp->err,
+                      "oip: writing the answer to \"%V\" failed",
+                      &sp->in->file.name);
+        return NGX_ABORT;
+    }
+
+    cln = ngx_pool_cleanup_add(r->pool, 0);
+    if (cln == NULL) {
+        return NGX_ERROR;
+    }
+
+    map = mmap(NULL, ctx->ans.len, PROT_READ, MAP_PRIVATE, sp->in->file.fd,
+               0);
+
+    if (map == MAP_FAILED) {
+        ngx_log_error(NGX_LOG_ERR, r->connection->log, ngx_errno,
+                      "oip: mmap() of the answer held in \"%V\" failed",
+                      &sp->in->file.name);
+        return NGX_ABORT;
+    }
+
+    sp->map = map;
+    sp->map_len = ctx->ans.len;
+    sp->released = map;
+
+    cln->handler = ngx_http_oip_spool_unmap;
+    cln->data = sp;
+
+    if (ngx_http_oip_spool_file(r, ngx_http_oip_spool_path(r), 0, 0,
+                                &sp->out)
+        != NGX_OK)
+    {
+        return NGX_ABORT;
+    }
+
+    ngx_http_oip_spool_sink_init(r, sp, "answer");
+
+    *data = map;
+    *len = sp->map_len;
+    *sink = &sp->sink;
+
+    return NGX_OK;
+}
+
+
+/*
+ * The converted answer (its headers set), sent from files: its JSON,
+ * whose long runs as they came are read from the answer's file, then the
+ * converted tensors' file; or the answer's file whole, as it came.
+ * Filters below that need memory (gzip, sub, SSI; HTTP/2, TLS without
+ * sendfile) get it through nginx's output chain, a few buffers at a time,
+ * as the copy filter gives it to them.
+ */
+
+ngx_int_t
+ngx_http_oip_spool_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
+    oip_result_t *res)
+{
+    size_t                     i;
+    u_char                    *p;
+    ngx_int_t                  rc;
+    ngx_chain_t               *out, *cl, **last;
+    ngx_output_chain_ctx_t    *oc;
+    ngx_http_oip_spool_t      *sp;
+    ngx_http_core_loc_conf_t  *clcf;
+
+    sp = ctx->ans.spool;
+    ctx->ans.phase = NGX_HTTP_OIP_ANS_SENT;
+
+    (void) madvise(sp->map, sp->map_len, MADV_DONTNEED);
+    sp->released = sp->map + sp->map_len;
+
+    out = NULL;
+    last = &out;
+
+    if (!res->rewritten) {
+        if (ngx_http_oip_spool_buf(r, &last, NULL, &sp->in->file, 0,
+                                   (off_t) sp->map_len)
+            != NGX_OK)
+        {
+            return NGX_ERROR;
+        }
+    }
+
+    for (i = 0; res->rewritten && i < res->nsegs; i++) {
+        p = (u_char *) res->segs[i].data;
+
+        if (p >= sp->map && p < sp->map + sp->map_len
+            && res->segs[i].len >= NGX_HTTP_OIP_SPOOL_SIZE)
+        {
+            rc = ngx_http_oip_spool_buf(r, &last, NULL, &sp->in->file,
+                                        p - sp->map,
+                                        p - sp->map + res->segs[i].len);
+
+        } else {
+            /* a short run faults a page or two in again */
+            rc = ngx_http_oip_spool_buf(r, &last, p, NULL, 0,
+                                        res->segs[i].len);
+        }
+
+        if (rc != NGX_OK) {
+            return NGX_ERROR;
+        }
+    }
+
+    if (res->rewritten && res->spooled
+        && ngx_http_oip_spool_buf(r, &last, NULL, &sp->out->file, 0,
+                                  (off_t) res->spooled)
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    oc = ngx_pcalloc(r->pool, sizeof(ngx_output_chain_ctx_t));
+    if (oc == NULL || out == NULL) {
+        return NGX_ERROR;
+    }
+
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: answer of %O bytes sent from files: JSON %uz, "
+                   "tensors %uL", r->headers_out.content_length_n,
+                   res->header_len, res->spooled);
+
+    for (cl = out; cl->next; cl = cl->next) { /* void */ }
+
+    cl->buf->last_buf = 1;
+
+    /* ours was for the input, all in: those below say theirs now */
+
+    r->filter_need_in_memory = 0;
+
+    rc = ngx_http_oip_spool_next_header(r);
+
+    if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
+        return rc;
+    }
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
+
+    oc->sendfile = r->connection->sendfile;
+    oc->need_in_memory = r->main_filter_need_in_memory
+                         || r->filter_need_in_memory;
+    oc->need_in_temp = r->filter_need_temporary;
+    oc->alignment = clcf->directio_alignment;
+    oc->pool = r->pool;
+    oc->bufs.num = NGX_HTTP_OIP_SPOOL_BUFS;
+    oc->bufs.size = NGX_HTTP_OIP_SPOOL_SIZE;
+    oc->tag = (ngx_buf_tag_t) &ngx_http_oip_spool_init;
+    oc->output_filter = (ngx_output_chain_filter_pt)
+                            ngx_http_oip_spool_next_body;
+    oc->filter_ctx = r;
+
+    sp->output = oc;
+
+    return ngx_http_oip_spool_output(r, sp, out);
+}
+
+
+/* a buffer at *last: memory (p), or a file's range */
+
+static ngx_int_t
+ngx_http_oip_spool_buf(ngx_http_request_t *r, ngx_chain_t ***last, u_char *p,
+    ngx_file_t *file, off_t pos, off_t end)
+{
+    ngx_buf_t    *b;
+    ngx_chain_t  *cl;
+
+    if (end == pos) {
+        /* nginx's output chain warns of empty buffers */
+        return NGX_OK;
+    }
+
+    b = ngx_calloc_buf(r->pool);
+    cl = ngx_alloc_chain_link(r->pool);
+
+    if (b == NULL || cl == NULL) {
+        return NGX_ERROR;
+    }
+
+    if (file) {
+        b->in_file = 1;
+        b->file = file;
+        b->file_pos = pos;
+        b->file_last = end;
+
+    } else {
+        b->memory = 1;
+        b->start = p;
+        b->pos = p;
+        b->last = p + end;
+        b->end = b->last;
+    }
+
+    cl->buf = b;
+    cl->next = NULL;
+
+    **last = cl;
+    *last = &cl->next;
+
+    return NGX_OK;
+}
+
+
+/*
+ * Called with nothing (in == NULL) while the answer holds the request:
+ * one sent from files reads on as its buffers come back; any other
+ * flows, or is converted in a thread (flow.c says).
+ */
+
+ngx_int_t
+ngx_http_oip_spool_on(ngx_http_request_t *r)
+{
+    ngx_http_oip_ctx_t  *ctx;
+
+    ctx = (r == r->main) ? ngx_http_oip_get_ctx(r) : NULL;
+
+    if (ctx == NULL || ctx->ans.spool == NULL
+        || ctx->ans.spool->output == NULL)
+    {
+        return ngx_http_oip_flow_body(r, NULL, NULL);
+    }
+
+    return ngx_http_oip_spool_output(r, ctx->ans.spool, NULL);
+}
+
+
+/* the request may not end while the output chain holds input */
+
+static ngx_int_t
+ngx_http_oip_spool_output(ngx_http_request_t *r, ngx_http_oip_spool_t *sp,
+    ngx_chain_t *in)
+{
+    ngx_int_t  rc;
+
+    rc = ngx_output_chain(sp->output, in);
+
+    if (sp->output->in == NULL || rc == NGX_ERROR) {
+        r->buffered &= ~NGX_HTTP_OIP_BUFFERED;
+
+    } else {
+        r->buffered |= NGX_HTTP_OIP_BUFFERED;
+    }
+
+    return rc;
 }

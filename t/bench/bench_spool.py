@@ -7,7 +7,9 @@ FP32 requests of 16 MB to 1 GB converted to binary by one worker, on
 the memory path (oip_buffer above the body) and through files (the
 default oip_buffer, 16m), in front of an upstream that reads and drops
 what it gets; and binary FP32 answers of the same sizes made JSON for
-the client, held whole (oip_buffer above them) and as they arrive.
+the client, held whole (oip_buffer above them) and as they arrive; and
+JSON answers made binary, which must be held whole: in memory, and in
+files (the default oip_buffer).
 
 For each body: the worker's peak RSS above what it held before (VmHWM,
 reset with clear_refs), the time the module spent on it
@@ -77,10 +79,25 @@ SERVER = """
             proxy_max_temp_file_size 4096m;
             proxy_pass http://127.0.0.1:{up}/;
         }}
+        location /jmem/ {{
+            oip on;
+            oip_upstream_outputs json;
+            oip_buffer 4096m;
+            proxy_max_temp_file_size 4096m;
+            proxy_pass http://127.0.0.1:{up}/;
+        }}
+        location /jfile/ {{
+            oip on;
+            oip_upstream_outputs json;
+            proxy_max_temp_file_size 4096m;
+            proxy_pass http://127.0.0.1:{up}/;
+        }}
 """
 
 SMALL = (b'{"inputs":[{"name":"I","datatype":"INT8","shape":[1],'
          b'"data":[1]}]}')
+# a client that wants its outputs binary
+SMALL_BINARY = SMALL[:-1] + b',"parameters":{"binary_data_output":true}}'
 
 HTTP = "log_format spool '$request_uri $status $oip_convert_time';"
 
@@ -99,6 +116,7 @@ def drop_server():
             while True:
                 length = None
                 mb = 0
+                form = b"binary"
                 while True:
                     line = f.readline()
                     if not line:
@@ -110,6 +128,8 @@ def drop_server():
                         length = int(v)
                     if k.strip().lower() == b"x-answer-mb":
                         mb = int(v)
+                    if k.strip().lower() == b"x-answer-form":
+                        form = v.strip()
                 left = length or 0
                 while left:
                     n = len(f.read(min(left, 1 << 20)))
@@ -117,7 +137,7 @@ def drop_server():
                         return
                     left -= n
                 if mb:
-                    answer(c, mb)
+                    (answer if form == b"binary" else json_answer)(c, mb)
                     continue
                 out = b'{"model_name":"m","outputs":[]}'
                 c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: "
@@ -150,6 +170,21 @@ def answer(c, mb):
         c.sendall(piece)
 
 
+def json_answer(c, mb):
+    """A JSON answer of mb MB of FP32 (1.5 each), sent in 1 MB pieces."""
+    n = mb * 1024 * 1024 // 4
+    head = (b'{"model_name":"m","outputs":[{"name":"O","datatype":"FP32",'
+            b'"shape":[%d],"data":[' % n)
+    piece = b"1.5," * (256 * 1024)
+    tail = piece[:-1] + b"]}]}"
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\n\r\n"
+              % (len(head) + (mb - 1) * len(piece) + len(tail)) + head)
+    for _ in range(mb - 1):
+        c.sendall(piece)
+    c.sendall(tail)
+
+
 def reset_peak(ngx):
     """The one worker's pid, its peak RSS reset, and its RSS in KB."""
     pid, = ngx.workers()
@@ -158,13 +193,15 @@ def reset_peak(ngx):
     return pid, kb(pid, "VmRSS")
 
 
-def fetch(ngx, path, mb):
-    """(growth in MB, first byte s, last byte s, bytes) for an answer."""
+def fetch(ngx, path, mb, form="binary"):
+    """(growth in MB, first byte s, last byte s, bytes) for an answer
+    of that form from the upstream."""
     pid, before = reset_peak(ngx)
     c = http.client.HTTPConnection("127.0.0.1", ngx.port, timeout=600)
     t0 = time.time()
-    c.request("POST", "/%s/v2/models/m/infer" % path, body=SMALL,
-              headers={"X-Answer-MB": str(mb)})
+    c.request("POST", "/%s/v2/models/m/infer" % path,
+              body=SMALL if form == "binary" else SMALL_BINARY,
+              headers={"X-Answer-MB": str(mb), "X-Answer-Form": form})
     r = c.getresponse()
     assert r.status == 200, r.status
     first = r.read(1)
@@ -264,6 +301,15 @@ def main():
                 print("%-8s %8d %14.1f %12.3f %12.3f"
                       % (path, mb, g, first, last))
                 sys.stdout.flush()
+        # JSON answers made binary: held whole, in memory or in files
+        for mb in SIZES:
+            for path in ("jmem", "jfile"):
+                g, first, last, got = fetch(ngx, path, mb, "json")
+                rows.append(("a" + path, mb, g, last))
+                firsts[(path, mb)] = (first, last)
+                print("%-8s %8d %14.1f %12.3f %12.3f"
+                      % (path, mb, g, first, last))
+                sys.stdout.flush()
         bad = ngx.stop()
         if bad:
             print("error log:\n" + "\n".join(bad[:10]))
@@ -299,6 +345,12 @@ def main():
         ok &= held
         print("target: first byte / last byte of that answer <= 0.1: "
               "%.4f %s" % (first / last, "held" if held else "MISSED"))
+    if ("ajfile", top) in by and ("ajmem", top) in by:
+        # its cost, stated: not a target of the issue's
+        print("held in files / in memory, a %d MB JSON answer made "
+              "binary: RSS growth %.1f / %.1f MB, last byte %.2f x"
+              % (top, by[("ajfile", top)][0], by[("ajmem", top)][0],
+                 by[("ajfile", top)][1] / max(by[("ajmem", top)][1], 1e-3)))
     if DATA:
         with open(DATA, "w") as f:
             for p, mb, g, s in rows:

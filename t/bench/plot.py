@@ -20,7 +20,7 @@ beside big conversions) and OUTDIR/admission.png (goodput and p99
 latency against offered load, with and without oip_admit) and
 OUTDIR/spool-rss.png (a worker's peak RSS growth against the request's
 size, in memory and through files; and of an answer's, held and as it
-arrives).  A missing input file leaves its
+arrives, or held in memory and in files).  A missing input file leaves its
 plot out."""
 
 import os
@@ -163,7 +163,9 @@ unset multiplot
 SPOOL = [("memory", "JSON request made binary, in memory"),
          ("spool", "... through files (oip_buffer 16m)"),
          ("aheld", "binary answer made JSON, held whole"),
-         ("aflow", "... as it arrives (oip_buffer 16m)")]
+         ("aflow", "... as it arrives (oip_buffer 16m)"),
+         ("ajmem", "JSON answer made binary, held in memory"),
+         ("ajfile", "... held in files (oip_buffer 16m)")]
 
 
 def spool(data, out, work):

@@ -230,6 +230,7 @@ fz_spool_init(oip_sink_t *sink, fz_spool_t *fs, size_t len)
     sink->write = fz_spool_write;
     sink->behind = fz_spool_behind;
     sink->block = 64 + (len % 7) * 8;
+    sink->what = "message";
 }
 
 

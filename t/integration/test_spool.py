@@ -93,7 +93,8 @@ def binary_request(inputs):
 
 
 def worker_temp_fds(ngx):
-    """The temporary files the workers hold open (body, converted)."""
+    """The temporary files the workers hold open (body, answer,
+    converted)."""
     n = 0
     for pid in ngx.workers():
         base = "/proc/%d/fd" % pid
@@ -106,9 +107,17 @@ def worker_temp_fds(ngx):
                 link = os.readlink(os.path.join(base, fd))
             except OSError:
                 continue
-            if "client_body" in link or "/spool-full/" in link:
+            if ("client_body" in link or "/proxy/" in link
+                    or "/spool-full/" in link):
                 n += 1
     return n
+
+
+def files_left(ngx):
+    """The workers' temporary files once none is left, or how many are
+    after the wait: a request's pool (and its files) may go after its
+    client has its answer."""
+    return wait_for(lambda: worker_temp_fds(ngx), lambda n: n == 0)
 
 
 class LogCase(GatewayTestCase):
@@ -174,7 +183,7 @@ class Spool(LogCase):
         self.assertEqual(got[1:], want[1:])
         self.assertEqual(len(got[0]), len(want[0]))
         self.assertTrue(got[0] == want[0], "bodies differ")
-        self.assertEqual(worker_temp_fds(self.ngx), 0)
+        self.assertEqual(files_left(self.ngx), 0)
         return got
 
     def test_every_datatype_json_to_binary(self):
@@ -286,7 +295,7 @@ class Spool(LogCase):
             resp = self.ngx.post("/spool/v2/models/m/infer", body)
             self.assertJSONError(resp, 400)
             self.assertEqual(self.rec.requests, [])
-            self.assertEqual(worker_temp_fds(self.ngx), 0)
+            self.assertEqual(files_left(self.ngx), 0)
 
     def test_runtime_gone(self):
         """An upstream that cannot be reached: 502, no file left."""
@@ -296,8 +305,7 @@ class Spool(LogCase):
              "data": values("FP32", 30000, rnd)}]}).encode()
         st, _, _ = self.ngx.post("/gone/v2/models/m/infer", body)
         self.assertEqual(st, 502)
-        self.assertEqual(wait_for(lambda: worker_temp_fds(self.ngx),
-                                  lambda n: n == 0), 0)
+        self.assertEqual(files_left(self.ngx), 0)
 
     def test_client_gone(self):
         """A client that leaves once its body is sent: no file left."""
@@ -310,8 +318,7 @@ class Spool(LogCase):
                   b"Host: x\r\nContent-Length: %d\r\n\r\n" % len(body)
                   + body)
         s.close()
-        self.assertEqual(wait_for(lambda: worker_temp_fds(self.ngx),
-                                  lambda n: n == 0), 0)
+        self.assertEqual(files_left(self.ngx), 0)
         # the worker lives on
         self.same("spool", "memory", body)
 
@@ -600,6 +607,183 @@ class Flow(LogCase):
         self.assertEqual(got[0], got[1])
 
 
+def json_answer(outputs):
+    """outputs: (name, dt, vals); a JSON answer's body and headers."""
+    doc = {"model_name": "m", "model_version": "1", "id": "a",
+           "outputs": [{"name": name, "datatype": dt, "shape": [len(vals)],
+                        "data": vals} for name, dt, vals in outputs]}
+    return json.dumps(doc).encode(), {"Content-Type": "application/json"}
+
+
+def wish(binary, names=None):
+    """A JSON request whose client wants its outputs binary or not
+    (names: those listed, each (name, binary))."""
+    req = {"inputs": [{"name": "I", "datatype": "INT8", "shape": [1],
+                       "data": [1]}],
+           "parameters": {"binary_data_output": binary}}
+    if names:
+        req["outputs"] = [{"name": n, "parameters": {"binary_data": b}}
+                          for n, b in names]
+    return json.dumps(req).encode()
+
+
+class Held(LogCase):
+    """Answers above oip_buffer that must be held whole to be converted
+    (JSON made binary, an output kept binary, BYTES made JSON, one as it
+    came, one of no length): held in a file, not in memory, and sent from
+    files, the same bytes as the memory path's, through gzip, HTTP/2 and
+    a slow reader too; the files gone after."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rec = cls.start_recorder()
+        js = "oip_upstream_outputs json;"
+        bs = "oip_upstream_outputs binary;"
+        # a filter below that needs the answer in memory
+        sub = js + (" sub_filter_types *; sub_filter_once off;"
+                    " sub_filter 'not-in-any-answer' 'x';")
+        server = "".join([
+            location("file", "rec", "64k", "keep", js),
+            location("mem", "rec", "1024m", "keep", js),
+            location("bfile", "rec", "64k", "keep", bs),
+            location("bmem", "rec", "1024m", "keep", bs),
+            location("sfile", "rec", "64k", "keep", sub),
+            location("smem", "rec", "1024m", "keep", sub),
+            location("tfile", "tr", "64k", "keep", js),
+        ])
+        cls.tr = Trickle()
+        cls._stoppers.append(cls.tr.stop)
+        cls.ngx = cls.start_nginx(server, log_level="debug",
+                                  rec=cls.rec.port, tr=cls.tr.port)
+
+    def answers(self, answer, request, files=True, paths=("file", "mem"),
+                headers=None):
+        """The client's answer from both locations, the first through
+        files (if files): (status, headers, body) each."""
+        self.rec.answer = answer
+        got = []
+        for path in paths:
+            start = self.log_size()
+            resp = self.ngx.post("/%s/v2/models/m/infer" % path, request,
+                                 headers or {})
+            self.assertEqual(resp[0], 200, resp[2][:200])
+            log = self.log_since(start)
+            self.assertEqual("sent from files" in log,
+                             files and path == paths[0], path)
+            got.append(resp)
+        self.assertEqual(files_left(self.ngx), 0)
+        return got
+
+    def same(self, answer, request, files=True, paths=("file", "mem")):
+        a, b = self.answers(answer, request, files, paths)
+        for k in ("content-length", "content-type", IHCL.lower()):
+            self.assertEqual(a[1].get(k), b[1].get(k), k)
+        self.assertEqual(len(a[2]), len(b[2]))
+        self.assertTrue(a[2] == b[2], "bodies differ")
+        return a
+
+    def test_json_to_binary(self):
+        rnd = random.Random(21)
+        outs = [("O_%s" % dt, dt, values(dt, 6000, rnd)) for dt in DTYPES]
+        body, hdrs = json_answer(outs)
+        got = self.same((200, hdrs, body), wish(True))
+        self.assertIn(IHCL.lower(), got[1])
+
+    def test_kept_binary_and_bytes(self):
+        """An output the client wants binary, BYTES it wants as JSON: the
+        answer is held, in a file."""
+        rnd = random.Random(22)
+        outs = [("A", "FP32", values("FP32", 30000, rnd)),
+                ("S", "BYTES", values("BYTES", 3000, rnd)),
+                ("C", "INT16", values("INT16", 5000, rnd))]
+        answer = (200,) + binary_answer(outs)[::-1]
+        b = ("bfile", "bmem")
+        got = self.same(answer, wish(False, [("A", True), ("S", False),
+                                             ("C", False)]), paths=b)
+        self.assertIn(IHCL.lower(), got[1])
+        got = self.same(answer, wish(False), paths=b)
+        self.assertNotIn(IHCL.lower(), got[1])
+
+    def test_as_it_came(self):
+        """Binary for a binary client: sent from the answer's own
+        file."""
+        rnd = random.Random(23)
+        answer = (200,) + binary_answer(
+            [("A", "FP64", values("FP64", 20000, rnd))])[::-1]
+        got = self.same(answer, wish(True), paths=("bfile", "bmem"))
+        self.assertEqual(got[2], answer[2])
+
+    def test_no_length(self):
+        """A chunked answer goes to its file once past oip_buffer."""
+        rnd = random.Random(24)
+        body, hdrs = json_answer([("F", "FP32", values("FP32", 40000, rnd))])
+        hdrs["Transfer-Encoding"] = "chunked"
+        self.same((200, hdrs, body), wish(True))
+
+    def test_sub_filter(self):
+        """A filter below that needs the answer in memory (sub, gzip):
+        the files are read through nginx's output chain, a few buffers
+        at a time."""
+        rnd = random.Random(25)
+        body, hdrs = json_answer([("F", "FP32", values("FP32", 40000, rnd)),
+                                  ("S", "BYTES", values("BYTES", 2000, rnd))])
+        a, b = self.answers((200, hdrs, body), wish(True),
+                            paths=("sfile", "smem"))
+        self.assertNotIn("content-length", a[1])
+        self.assertTrue(a[2] == b[2], "bodies differ")
+
+    def test_http2(self):
+        rnd = random.Random(26)
+        body, hdrs = json_answer([("F", "FP16", values("FP16", 50000, rnd))])
+        self.rec.answer = (200, hdrs, body)
+        got = []
+        for path in ("file", "mem"):
+            st, out = self.ngx.curl("-X", "POST", "--data-binary",
+                                    wish(True).decode(),
+                                    "{base}/%s/v2/models/m/infer" % path,
+                                    h2=True)
+            self.assertEqual(st, 200)
+            got.append(out)
+        self.assertTrue(got[0] == got[1], "bodies differ")
+
+    def test_slow_client(self):
+        """A slow reader: the files are read as it takes the answer."""
+        rnd = random.Random(27)
+        body, hdrs = json_answer([("F", "FP32", values("FP32", 60000, rnd))])
+        self.tr.parts = [(0, http_answer(body, hdrs))]
+        req = wish(True)
+        s = socket.create_connection(("127.0.0.1", self.ngx.port),
+                                     timeout=60)
+        s.sendall(b"POST /tfile/v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                  b"Connection: close\r\nContent-Length: %d\r\n\r\n"
+                  % len(req) + req)
+        data = b""
+        while True:
+            part = s.recv(8192)
+            if not part:
+                break
+            data += part
+            time.sleep(0.002)
+        s.close()
+        head, _, out = data.partition(b"\r\n\r\n")
+        self.rec.answer = (200, hdrs, body)
+        st, h, want = self.ngx.post("/mem/v2/models/m/infer", req)
+        self.assertIn(b"Content-Length: %d" % len(want), head)
+        self.assertTrue(out == want, "bodies differ")
+
+    def test_runtime_cut(self):
+        """A runtime that fails before the end: a JSON 502, as held in
+        memory, and the file gone."""
+        rnd = random.Random(28)
+        body, hdrs = json_answer([("F", "FP32", values("FP32", 60000, rnd))])
+        self.tr.parts = [(0, http_answer(body, hdrs, cut=len(body) // 2))]
+        start = self.log_size()
+        resp = self.ngx.post("/tfile/v2/models/m/infer", wish(True))
+        self.assertJSONError(resp, 502)
+        self.assertIn("held in", self.log_since(start))
+        self.assertEqual(files_left(self.ngx), 0)
+
+
 def big_fp32(size):
     """A JSON FP32 request of about size bytes, made quickly."""
     unit = b"1.25,-3.5,0.125,7.75,"
@@ -640,6 +824,12 @@ class Memory(GatewayTestCase):
             proxy_max_temp_file_size 2048m;
             proxy_pass http://127.0.0.1:{rec}/;
         }}
+        location /jbig/ {{
+            oip on;
+            oip_upstream_outputs json;
+            proxy_max_temp_file_size 2048m;
+            proxy_pass http://127.0.0.1:{rec}/;
+        }}
         location /tbig/ {{
             oip on;
             oip_upstream_inputs binary;
@@ -672,7 +862,7 @@ class Memory(GatewayTestCase):
         self.assertEqual(len(req["body"]) - ihcl, 4 * count)
         self.assertLessEqual(grown, 64 * 1024,
                              "the worker grew by %d KB" % grown)
-        self.assertEqual(worker_temp_fds(self.ngx), 0)
+        self.assertEqual(files_left(self.ngx), 0)
 
     def test_answer_rss_128mb(self):
         """A 128 MB binary answer made JSON as it arrives grows the
@@ -698,6 +888,28 @@ class Memory(GatewayTestCase):
         self.assertEqual(out.count(b"1.5"), n)
         self.assertLessEqual(grown, 64 * 1024,
                              "the worker grew by %d KB" % grown)
+
+    def test_held_answer_rss_128mb(self):
+        """A 128 MB JSON answer made binary, which must be held whole:
+        held in a file, the worker grows by 64 MB at most."""
+        n = 32 * 1024 * 1024
+        self.rec.answer = (200, {"Content-Type": "application/json"},
+                           b'{"model_name":"m","outputs":[{"name":"O",'
+                           b'"datatype":"FP32","shape":[%d],"data":[' % n
+                           + b"1.5," * (n - 1) + b"1.5]}]}")
+        pid, before = self.reset_peak()
+        st, h, out = self.ngx.post("/jbig/v2/models/m/infer", wish(True),
+                                   timeout=120)
+        grown = status_kb(pid, "VmHWM") - before
+        self.rec.answer = None
+        self.rec.clear()
+        self.assertEqual(st, 200, out[:200])
+        ihcl = int(h[IHCL.lower()])
+        self.assertEqual(len(out) - ihcl, 4 * n)
+        self.assertEqual(out[-8:], b"\x00\x00\xc0\x3f" * 2)
+        self.assertLessEqual(grown, 64 * 1024,
+                             "the worker grew by %d KB" % grown)
+        self.assertEqual(files_left(self.ngx), 0)
 
     def test_reload_mid_conversion(self):
         """A reload while a big body converts in a thread: the old
@@ -726,8 +938,7 @@ class Memory(GatewayTestCase):
         st, _, text = out["r"]
         self.assertEqual(st, 200, text)
         self.rec.clear()
-        self.assertEqual(wait_for(lambda: worker_temp_fds(self.ngx),
-                                  lambda n: n == 0), 0)
+        self.assertEqual(files_left(self.ngx), 0)
 
 
 class FlowRuntimes(LogCase):
@@ -777,9 +988,9 @@ class FlowRuntimes(LogCase):
 
 
 class DiskFull(GatewayTestCase):
-    """The converted body's file cannot be written: a small tmpfs where
-    the test may mount one (root); elsewhere the test is skipped, and
-    says so."""
+    """The converted body's file, or an answer's, cannot be written: a
+    small tmpfs where the test may mount one (root); elsewhere the tests
+    are skipped, and say so."""
 
     @classmethod
     def setUpGateway(cls):
@@ -797,6 +1008,12 @@ class DiskFull(GatewayTestCase):
         server = location("full", "rec", "64k", "binary",
                           "client_body_temp_path %s;\n"
                           "            client_max_body_size 8m;" % cls.mnt)
+        # nginx's own buffering kept off the small disk
+        server += location("afull", "rec", "64k", "keep",
+                           "oip_upstream_outputs json;\n"
+                           "            proxy_temp_path %s;\n"
+                           "            proxy_max_temp_file_size 0;"
+                           % cls.mnt)
         cls.ngx = cls.start_nginx(server, rec=cls.rec.port)
 
     @classmethod
@@ -816,8 +1033,7 @@ class DiskFull(GatewayTestCase):
         resp = self.ngx.post("/full/v2/models/m/infer", body)
         self.assertJSONError(resp, 500, "temporary file")
         self.assertEqual(self.rec.requests, [])
-        self.assertEqual(wait_for(lambda: worker_temp_fds(self.ngx),
-                                  lambda k: k == 0), 0)
+        self.assertEqual(files_left(self.ngx), 0)
         small = (b'{"inputs":[{"name":"I","datatype":"INT8","shape":'
                  b'[100000],"data":[' + b",".join([b"1"] * 100000)
                  + b"]}]}")
@@ -826,6 +1042,30 @@ class DiskFull(GatewayTestCase):
         self.assertEqual(len(self.rec.last()["body"]) - int(
             self.rec.last()["headers"][IHCL.lower()]), 100000)
         self.assertIn("writing the converted request", self.ngx.log())
+
+
+    def test_disk_full_answer(self):
+        """An answer that does not fit on the disk (3 MB), and one that
+        fits (2.25 MB) but whose converted tensors do not: each a JSON
+        500; then one that fits passes.  Nothing is left on the disk."""
+        if not self.mounted:
+            self.skipTest("no tmpfs can be mounted here (not root)")
+        req = wish(True)
+        # 3 bytes an element: "1, "
+        for n, what in ((1000000, "the answer could not be written"),
+                        (750000, "the converted answer could not be")):
+            body, hdrs = json_answer([("O", "INT8", [1] * n)])
+            self.rec.answer = (200, hdrs, body)
+            resp = self.ngx.post("/afull/v2/models/m/infer", req)
+            self.assertJSONError(resp, 500, what)
+            self.assertEqual(files_left(self.ngx), 0)
+        body, hdrs = json_answer([("O", "INT8", [1] * 300000)])
+        self.rec.answer = (200, hdrs, body)
+        st, h, out = self.ngx.post("/afull/v2/models/m/infer", req)
+        self.assertEqual(st, 200, out[:200])
+        self.assertEqual(len(out) - int(h[IHCL.lower()]), 300000)
+        self.assertIn("writing the answer", self.ngx.log())
+        self.assertEqual(os.listdir(self.mnt), [])
 
 
 if __name__ == "__main__":

@@ -147,8 +147,8 @@ named=$(cat "$tmp/req.use" "$tmp/resp.use" | sort -u \
 [ -z "$named" ]
 ok $? "the paths call no transport by name, only the location's table${named:+: }$(echo $named)"
 
-# the body file serves the request path, and so does the spool file
-# (bodies above oip_buffer, through files)
+# the body file serves the request path; the spool file both (bodies
+# and answers above oip_buffer, through files)
 apart body "the body file"
 apart spool "the spool file"
 
@@ -172,24 +172,22 @@ apart flow "the flow file"
 apart generate "the generate file"
 
 # what the glue files use of each other: the module and util files', the
-# cache, thread, admission, sequence, stream, flow and generate files'
-# helpers,
-# and for the
-# request path the signature, body and spool files'
+# cache, thread, admission, sequence, stream, flow, spool and generate
+# files' helpers, and for the request path the signature and body files'
 defined "$GLUE/ngx_http_oip_module.o" > "$tmp/mod.def"
 defined "$GLUE/ngx_http_oip_util.o" >> "$tmp/mod.def"
 cat "$tmp/mod.def" "$tmp/cache.def" "$tmp/thread.def" "$tmp/admission.def" \
     "$tmp/sequence.def" "$tmp/stream.def" "$tmp/flow.def" \
-    "$tmp/generate.def" \
+    "$tmp/spool.def" "$tmp/generate.def" \
     | sort -u > "$tmp/modcache.def"
-cat "$tmp/modcache.def" "$tmp/sig.def" "$tmp/body.def" "$tmp/spool.def" \
+cat "$tmp/modcache.def" "$tmp/sig.def" "$tmp/body.def" \
     | sort -u \
     > "$tmp/modsig.def"
 grep '^ngx_http_oip_' "$tmp/req.use" | sort -u > "$tmp/req.glue"
 grep '^ngx_http_oip_' "$tmp/resp.use" | sort -u > "$tmp/resp.glue"
 stray="$(comm -23 "$tmp/req.glue" "$tmp/modsig.def")$(comm -23 "$tmp/resp.glue" "$tmp/modcache.def")"
 [ -z "$stray" ]
-ok $? "the paths use only the module, util, cache, thread, admission, sequence, stream, flow and generate files' helpers (and the request path the signature, body and spool files')${stray:+: }$(echo $stray)"
+ok $? "the paths use only the module, util, cache, thread, admission, sequence, stream, flow, spool and generate files' helpers (and the request path the signature and body files')${stray:+: }$(echo $stray)"
 
 # NEEDED entries, but libc: the libraries of config, each -lX a libX.so.N
 # (the codec's, and the glue's: -l words of config's ngx_module_libs)
