@@ -166,6 +166,15 @@ typedef struct {
     void                 (*behind)(void *data, const uint8_t *p);
     size_t                 block;
     const char            *what;       /* "request", "answer": messages */
+
+    /*
+     * requests: an encoded body is inflated by write()s, from offset 0,
+     * then remap(len) gives those bytes as one piece of memory, and the
+     * writes that follow go to the sink's other file (the converted
+     * body's), from 0 again; NULL on failure (a 500).  Without it an
+     * encoded body is inflated in memory.
+     */
+    const uint8_t       *(*remap)(void *data, uint64_t len);
 } oip_sink_t;
 
 

@@ -15,6 +15,8 @@
 
 int oip_inflate(oip_ctx_t *c, const uint8_t *src, size_t len, size_t limit,
     uint8_t **out, size_t *outlen);
+int oip_inflate_sink(oip_ctx_t *c, const uint8_t *src, size_t len,
+    size_t limit, uint64_t *outlen);
 
 
 #endif /* _OIP_INFLATE_H_INCLUDED_ */

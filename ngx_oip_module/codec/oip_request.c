@@ -82,6 +82,7 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     size_t len)
 {
     uint8_t                *plain;
+    uint64_t                plain_len;
     oip_req_t               rq;
     oip_ctx_t              *c;
     oip_raw_input_t         sig_raw;
@@ -100,12 +101,14 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     }
 
     /*
-     * Tensors to the caller's file: REST bodies as they came, the
-     * digest reading none (it reads tensors from memory)
+     * Tensors to the caller's file: REST bodies, the digest reading none
+     * (it reads tensors from memory); an encoded one inflated to a file
+     * first, if the caller can map it
      */
 
     if (opt->sink && opt->sink->block >= 64 && opt->digest == NULL
-        && opt->grpc == NULL && f->encoding == OIP_ENC_NONE)
+        && opt->grpc == NULL
+        && (f->encoding == OIP_ENC_NONE || opt->sink->remap))
     {
         c->sink = opt->sink;
         c->told = body;
@@ -117,7 +120,29 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
         rq.m.file_len = len;
     }
 
-    if (f->encoding != OIP_ENC_NONE) {
+    if (f->encoding != OIP_ENC_NONE && c->sink) {
+        /* inflated to the caller's file, and read back from its mapping */
+
+        if (oip_inflate_sink(c, body, len, opt->max_json_size
+                                           + opt->max_tensor_size,
+                             &plain_len) != 0)
+        {
+            return res->status = c->status;
+        }
+
+        body = c->sink->remap(c->sink->data, plain_len);
+
+        if (body == NULL) {
+            oip_fail(c, 500, OIP_REASON_OTHER, "the decompressed body could "
+                     "not be read back from its temporary file");
+            return res->status = c->status;
+        }
+
+        len = (size_t) plain_len;
+        c->told = body;
+        res->decompressed = 1;
+
+    } else if (f->encoding != OIP_ENC_NONE) {
         /* IHCL and the limits count the bytes after decompression */
 
         if (oip_inflate(c, body, len, opt->max_json_size
@@ -166,7 +191,17 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
                 res->tensor_bytes = len;
             }
 
-            if (c->status == 0 && res->decompressed) {
+            if (c->status == 0 && res->decompressed && c->sink) {
+                /* the sink's file holds all after the JSON: here, all */
+                if (oip_sink_write(c, body, len, 0) == 0) {
+                    res->spooled = len;
+                    res->body_len = len;
+                    res->rewritten = 1;
+                    res->binary = 1;
+                    res->content_type = OIP_TYPE_BINARY;
+                }
+
+            } else if (c->status == 0 && res->decompressed) {
                 /* only the encoding goes: Triton serves raw itself */
                 res->segs = oip_alloc(c, sizeof(oip_seg_t));
 

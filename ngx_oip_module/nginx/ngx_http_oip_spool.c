@@ -27,8 +27,10 @@ struct ngx_http_oip_spool_s {
     u_char                *map;
     size_t                 map_len;
     u_char                *released;   /* pages before it are let go */
-    ngx_temp_file_t       *in;         /* an answer held: as it came */
+    ngx_temp_file_t       *in;         /* an answer held, as it came; a
+                                          body inflated */
     ngx_temp_file_t       *out;        /* the converted tensors */
+    ngx_temp_file_t       *to;         /* the sink writes to: in, out */
     ngx_err_t              err;        /* the write that failed */
     oip_sink_t             sink;
     ngx_output_chain_ctx_t  *output;   /* an answer going out */
@@ -48,6 +50,7 @@ static int ngx_http_oip_spool_write(void *data, const uint8_t *p,
 static ngx_err_t ngx_http_oip_spool_pwrite(ngx_fd_t fd, const u_char *p,
     size_t len, off_t off);
 static void ngx_http_oip_spool_behind(void *data, const uint8_t *p);
+static const uint8_t *ngx_http_oip_spool_remap(void *data, uint64_t len);
 static void ngx_http_oip_spool_unmap(void *data);
 static ngx_path_t *ngx_http_oip_spool_path(ngx_http_request_t *r);
 static ngx_int_t ngx_http_oip_spool_buf(ngx_http_request_t *r,
@@ -110,12 +113,18 @@ ngx_http_oip_spool_in(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     cln->handler = ngx_http_oip_spool_unmap;
     cln->data = sp;
 
-    /* as nginx makes a request body's file */
+    /* as nginx makes a request body's file; one more to inflate into */
 
     if (ngx_http_oip_spool_file(r, clcf->client_body_temp_path,
                                 r->request_body_in_persistent_file,
                                 r->request_body_in_clean_file, &sp->out)
-        != NGX_OK)
+        != NGX_OK
+        || (framing->encoding != OIP_ENC_NONE
+            && ngx_http_oip_spool_file(r, clcf->client_body_temp_path,
+                                       r->request_body_in_persistent_file,
+                                       r->request_body_in_clean_file,
+                                       &sp->in)
+               != NGX_OK))
     {
         return ngx_http_oip_fail(r, ctx, NGX_HTTP_INTERNAL_SERVER_ERROR,
                                  OIP_REASON_OTHER,
@@ -124,6 +133,12 @@ ngx_http_oip_spool_in(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     }
 
     ngx_http_oip_spool_sink_init(r, sp, "request");
+
+    if (sp->in) {
+        /* inflated first, the codec reading it back from its mapping */
+        sp->to = sp->in;
+        sp->sink.remap = ngx_http_oip_spool_remap;
+    }
 
     ctx->spool = sp;
 
@@ -140,15 +155,18 @@ ngx_http_oip_spool_in(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
 /*
  * A body in nginx's file alone, above oip_buffer, of the REST call whose
- * tensors the codec writes: not encoded (inflated in memory), no digest
- * (read from memory), not emulated generate, not for gRPC (one message
- * in memory, bounded by oip_grpc_max_message).
+ * tensors the codec writes: no digest (read from memory), not emulated
+ * generate, not for gRPC (one message in memory, bounded by
+ * oip_grpc_max_message).  A gzip body counts the size its trailer says
+ * when that is larger: JSON compresses tenfold and more.
  */
 
 static ngx_int_t
 ngx_http_oip_spool_wanted(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_framing_t *framing, off_t *total)
 {
+    off_t                      size, plain;
+    u_char                     isize[4];
     ngx_buf_t                 *b;
     ngx_http_request_body_t   *rb;
     ngx_http_oip_loc_conf_t   *olcf;
@@ -166,8 +184,19 @@ ngx_http_oip_spool_wanted(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     b = rb->bufs->buf;
     *total = b->file_last - b->file_pos;
+    size = *total;
 
-    if (b->file_pos != 0 || *total <= (off_t) olcf->buffer
+    /* ISIZE: the last 4 bytes, little-endian, the size modulo 2^32 */
+
+    if (framing->encoding == OIP_ENC_GZIP && b->file_pos == 0 && size >= 18
+        && ngx_read_file(b->file, isize, 4, size - 4) == 4)
+    {
+        plain = (off_t) isize[0] | ((off_t) isize[1] << 8)
+                | ((off_t) isize[2] << 16) | ((off_t) isize[3] << 24);
+        size = ngx_max(size, plain);
+    }
+
+    if (b->file_pos != 0 || size <= (off_t) olcf->buffer
         || (uint64_t) *total > (uint64_t) olcf->max_json_size
                                + olcf->max_tensor_size)
     {
@@ -175,15 +204,14 @@ ngx_http_oip_spool_wanted(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         return NGX_DECLINED;
     }
 
-    if (framing->encoding != OIP_ENC_NONE
-        || ctx->req.rpc != OIP_RPC_MODEL_INFER
+    if (ctx->req.rpc != OIP_RPC_MODEL_INFER
         || ctx->req.generate == NGX_HTTP_OIP_GEN_EMULATE
         || olcf->transport != &ngx_http_oip_http_transport
         || omcf->digest)
     {
         ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "oip: a large body read into memory: encoded, a "
-                       "digest, generate or gRPC");
+                       "oip: a large body read into memory: a digest, "
+                       "generate or gRPC");
         return NGX_DECLINED;
     }
 
@@ -239,6 +267,7 @@ ngx_http_oip_spool_sink_init(ngx_http_request_t *r, ngx_http_oip_spool_t *sp,
     sp->sink.behind = ngx_http_oip_spool_behind;
     sp->sink.block = olcf->buffer;
     sp->sink.what = what;
+    sp->to = sp->out;
 }
 
 
@@ -257,7 +286,7 @@ ngx_http_oip_spool_write(void *data, const uint8_t *p, size_t len,
 {
     ngx_http_oip_spool_t *sp = data;
 
-    sp->err = ngx_http_oip_spool_pwrite(sp->out->file.fd, p, len,
+    sp->err = ngx_http_oip_spool_pwrite(sp->to->file.fd, p, len,
                                         (off_t) off);
 
     return sp->err ? -1 : 0;
@@ -292,6 +321,46 @@ ngx_http_oip_spool_pwrite(ngx_fd_t fd, const u_char *p, size_t len, off_t off)
     }
 
     return 0;
+}
+
+
+/*
+ * In the worker or a thread: the body is inflated into its file (len
+ * bytes): the compressed body's mapping goes, the inflated one's comes,
+ * and the writes go on to the converted file.
+ */
+
+static const uint8_t *
+ngx_http_oip_spool_remap(void *data, uint64_t len)
+{
+    ngx_http_oip_spool_t *sp = data;
+
+    u_char  *map;
+
+    (void) munmap(sp->map, sp->map_len);
+
+    sp->map = NULL;
+    sp->map_len = 0;
+    sp->to = sp->out;
+
+    if (len == 0) {
+        /* nothing to map: the codec refuses an empty body */
+        return (const uint8_t *) "";
+    }
+
+    map = mmap(NULL, (size_t) len, PROT_READ, MAP_PRIVATE, sp->in->file.fd,
+               0);
+
+    if (map == MAP_FAILED) {
+        sp->err = ngx_errno;
+        return NULL;
+    }
+
+    sp->map = map;
+    sp->map_len = (size_t) len;
+    sp->released = map;
+
+    return map;
 }
 
 
@@ -343,7 +412,7 @@ ngx_http_oip_spool_done(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     if (sp->err) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, sp->err,
                       "oip: writing the converted request to \"%V\" failed",
-                      &sp->out->file.name);
+                      &sp->to->file.name);
     }
 
     (void) madvise(sp->map, sp->map_len, MADV_DONTNEED);

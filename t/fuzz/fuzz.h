@@ -177,6 +177,7 @@ typedef struct {
     size_t                cap;
     size_t                len;       /* the end of what was written */
     size_t                told;      /* how many times behind() was */
+    u_char               *inflated;  /* the first file, once remapped */
 } fz_spool_t;
 
 
@@ -219,6 +220,26 @@ fz_spool_behind(void *data, const uint8_t *p)
 }
 
 
+/* the inflated body written so far, "mapped": writes go on anew */
+
+static const uint8_t *
+fz_spool_remap(void *data, uint64_t len)
+{
+    fz_spool_t *fs = data;
+
+    fz_assert(fs->inflated == NULL, "remapped twice");
+    fz_assert(len == fs->len, "remapped at another length than written");
+
+    fs->inflated = fs->data ? fs->data : malloc(1);
+    fz_assert(fs->inflated != NULL, "malloc");
+    fs->data = NULL;
+    fs->cap = 0;
+    fs->len = 0;
+
+    return fs->inflated;
+}
+
+
 /* a sink of a small block over fs, its block from the body's length */
 
 static void
@@ -231,6 +252,15 @@ fz_spool_init(oip_sink_t *sink, fz_spool_t *fs, size_t len)
     sink->behind = fz_spool_behind;
     sink->block = 64 + (len % 7) * 8;
     sink->what = "message";
+    sink->remap = fz_spool_remap;
+}
+
+
+static void
+fz_spool_free(fz_spool_t *fs)
+{
+    free(fs->data);
+    free(fs->inflated);
 }
 
 

@@ -95,7 +95,7 @@ static int fz_segs_equal(const oip_seg_t *a, size_t na, const oip_seg_t *b,
 static void fz_digest_same(const oip_result_t *req, oip_options_t *opt,
     const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc);
 static void fz_sink_same(const oip_result_t *req, oip_options_t *opt,
-    const u_char *body, size_t len, off_t ihcl);
+    const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc);
 
 
 
@@ -328,8 +328,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_digest_same(&req, &opt, body, len, ihcl, enc);
     }
 
-    if (!opt.digest && !(c[2] & 0x04) && enc == OIP_ENC_NONE) {
-        fz_sink_same(&req, &opt, body, len, ihcl);
+    if (!opt.digest && !(c[2] & 0x04)) {
+        fz_sink_same(&req, &opt, body, len, ihcl, enc);
     }
 
     /* an input re-typed to FP16 goes binary, which json would convert */
@@ -437,7 +437,7 @@ fz_digest_same(const oip_result_t *req, oip_options_t *opt,
 
 static void
 fz_sink_same(const oip_result_t *req, oip_options_t *opt,
-    const u_char *body, size_t len, off_t ihcl)
+    const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc)
 {
     arena_t        arena;
     fz_spool_t     fs;
@@ -451,15 +451,18 @@ fz_sink_same(const oip_result_t *req, oip_options_t *opt,
     opt->sink = &sink;
 
     oip_request_process(&res, &alloc, opt,
-                        &(oip_framing_t) { ihcl, OIP_ENC_NONE,
+                        &(oip_framing_t) { ihcl, enc,
                                            OIP_CARRIER_HEADER, 0, 0 },
                         body, len);
 
     opt->sink = NULL;
 
+    fz_assert(enc == OIP_ENC_NONE || res.status != 0 || fs.inflated,
+              "an encoded body converted, not inflated to the sink");
+
     fz_spooled_same(req, &res, &fs);
 
-    free(fs.data);
+    fz_spool_free(&fs);
     arena_destroy(&arena);
 }
 

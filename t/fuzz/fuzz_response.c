@@ -511,6 +511,6 @@ fz_response_sink(const oip_result_t *resp, oip_options_t *opt,
 
     fz_spooled_same(resp, &res, &fs);
 
-    free(fs.data);
+    fz_spool_free(&fs);
     arena_destroy(&arena);
 }

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import unittest
+import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
@@ -259,25 +260,58 @@ class Spool(LogCase):
         self.assertEqual(got[0][-len(body):], body)
 
     def test_gzip(self):
-        """Encoded bodies are inflated in memory, as before."""
+        """Encoded bodies are inflated to a file, then converted from its
+        mapping: gzip (above oip_buffer by its trailer's size, its
+        compressed one far below) and deflate (by its compressed size);
+        broken, cut and too large ones refused as in memory."""
         rnd = random.Random(6)
         plain = json.dumps({"inputs": [
             {"name": "Z", "datatype": "FP32", "shape": [60000],
-             "data": values("FP32", 60000, rnd)}]}).encode()
+             "data": values("FP32", 60000, rnd)},
+            {"name": "B", "datatype": "BYTES", "shape": [3],
+             "data": ["a", "b", "c"]}]}).encode()
         body = gzip.compress(plain)
+        self.assertLess(len(body), 300 * 1024)
+        self.same("spool", "memory", body, {"Content-Encoding": "gzip"})
+        noisy = json.dumps({"inputs": [
+            {"name": "Z", "datatype": "FP64", "shape": [40000],
+             "data": [rnd.random() for _ in range(40000)]}]}).encode()
+        body = zlib.compress(noisy)
         self.assertGreater(len(body), 64 * 1024)
-        self.same("spool", "memory", body, {"Content-Encoding": "gzip"},
-                  spooled=False)
+        self.same("spool", "memory", body, {"Content-Encoding": "deflate"})
+        # refused as in memory, word for word
+        bad = gzip.compress(plain)
+        for body, status in (
+                (bad[:-30] + bytes(30), 400),
+                (bad[:len(bad) // 2] + bad[-8:], 400),
+                (bad[:-8] + bytes(4) + bad[-4:], 400),
+                (gzip.compress(b" " * (130 * 1024 * 1024) + plain), 413)):
+            got = []
+            for path in ("spool", "memory"):
+                self.rec.clear()
+                start = self.log_size()
+                resp = self.ngx.post("/%s/v2/models/m/infer" % path, body,
+                                     {"Content-Encoding": "gzip"})
+                self.assertJSONError(resp, status)
+                self.assertEqual("bytes mapped" in self.log_since(start),
+                                 path == "spool")
+                self.assertEqual(self.rec.requests, [])
+                got.append(resp[2])
+            self.assertEqual(got[0], got[1])
+            self.assertEqual(files_left(self.ngx), 0)
 
     def test_thread_pool(self):
-        """The pass runs in a thread the same."""
+        """The pass runs in a thread the same, a gzip body's inflation
+        and mapping too."""
         rnd = random.Random(7)
         body = json.dumps({"inputs": [
             {"name": "T", "datatype": "FP16", "shape": [30000],
              "data": values("FP16", 30000, rnd)}]}).encode()
-        start = self.log_size()
-        self.same("sthread", "memory", body)
-        self.assertIn("converted in a thread", self.log_since(start))
+        for b, h in ((body, None),
+                     (gzip.compress(body), {"Content-Encoding": "gzip"})):
+            start = self.log_size()
+            self.same("sthread", "memory", b, h)
+            self.assertIn("converted in a thread", self.log_since(start))
 
     def test_late_refusal(self):
         """A refusal at the very end of a spilled body: a clean 400,
@@ -858,6 +892,27 @@ class Memory(GatewayTestCase):
         grown = status_kb(pid, "VmHWM") - before
         req = self.rec.last()
         self.rec.clear()
+        ihcl = int(req["headers"][IHCL.lower()])
+        self.assertEqual(len(req["body"]) - ihcl, 4 * count)
+        self.assertLessEqual(grown, 64 * 1024,
+                             "the worker grew by %d KB" % grown)
+        self.assertEqual(files_left(self.ngx), 0)
+
+    def test_gzip_rss_128mb(self):
+        """A gzip body of 128 MB inflated (1 MB sent) is inflated to a
+        file, then converted from it: the worker grows by 64 MB at most
+        (in memory, by more than the body)."""
+        count, body = big_fp32(128 * 1024 * 1024)
+        body = gzip.compress(body, 1)
+        pid, before = self.reset_peak()
+        st, _, out = self.ngx.post("/big/v2/models/m/infer", body,
+                                   {"Content-Encoding": "gzip"},
+                                   timeout=120)
+        self.assertEqual(st, 200, out)
+        grown = status_kb(pid, "VmHWM") - before
+        req = self.rec.last()
+        self.rec.clear()
+        self.assertNotIn("content-encoding", req["headers"])
         ihcl = int(req["headers"][IHCL.lower()])
         self.assertEqual(len(req["body"]) - ihcl, 4 * count)
         self.assertLessEqual(grown, 64 * 1024,
