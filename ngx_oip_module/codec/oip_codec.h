@@ -455,8 +455,11 @@ int oip_request_process(oip_result_t *res, const oip_alloc_t *a,
  * res->chunks the binary part's chunks; not planned when the answer must
  * be held (an output stays binary, BYTES made JSON, nothing to do).
  * Returns res->status as oip_response_process() does; the chunks' bytes
- * are checked as they come, by oip_chunk_json().
+ * are checked as they come, by oip_chunk_json().  blen OIP_BLEN_ANY: its
+ * length unknown (no Content-Length), what the chunks declare.
  */
+#define OIP_BLEN_ANY  UINT64_MAX
+
 int oip_response_plan(oip_result_t *res, const oip_alloc_t *a,
     const oip_options_t *opt, const oip_wish_t *wish, const uint8_t *header,
     size_t ihcl, uint64_t blen);

@@ -919,6 +919,12 @@ oip_msg_layout(oip_msg_t *m)
         rest -= it->bds_size;
     }
 
+    if (m->plan && m->blen == SIZE_MAX) {
+        /* planned of no length: the chunks say it, the bytes will tell */
+        m->blen -= rest;
+        return 0;
+    }
+
     if (rest) {
         return oip_fail(&m->c, 400, OIP_REASON_SHAPE, "%zu bytes after the "
                         "JSON header are not claimed by any binary_data_size",

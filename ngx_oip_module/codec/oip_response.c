@@ -157,7 +157,7 @@ oip_response_plan(oip_result_t *res, const oip_alloc_t *a,
     if (rc == 0) {
         /* the binary part is to come: its length alone */
         rs.m.bin = NULL;
-        rs.m.blen = blen;
+        rs.m.blen = (blen == OIP_BLEN_ANY) ? SIZE_MAX : (size_t) blen;
 
         rc = oip_msg_run(&rs.m, res);
     }

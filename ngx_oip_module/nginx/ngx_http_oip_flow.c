@@ -47,6 +47,7 @@ struct ngx_http_oip_flow_s {
 
     unsigned               input_done:1;
     unsigned               sent_last:1;
+    unsigned               unsized:1;  /* no Content-Length: chunked */
 };
 
 
@@ -86,7 +87,8 @@ ngx_http_oip_flow_init(ngx_conf_t *cf)
 
 /*
  * Whether a 200 being held may flow: a REST answer with an IHCL, larger
- * than oip_buffer, to an infer call (its JSON header decides the rest).
+ * than oip_buffer or of no length (chunked: its JSON header's sizes say),
+ * to an infer call (its JSON header decides the rest).
  */
 
 ngx_uint_t
@@ -99,7 +101,7 @@ ngx_http_oip_flow_may(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
     if (r != r->main || r->headers_out.status != NGX_HTTP_OK || r->cached
-        || len <= (off_t) olcf->buffer
+        || (len >= 0 && len <= (off_t) olcf->buffer)
         || ctx->req.transport != &ngx_http_oip_http_transport
         || ctx->req.rpc != OIP_RPC_MODEL_INFER
         || ctx->req.generate == NGX_HTTP_OIP_GEN_EMULATE
@@ -125,14 +127,18 @@ ngx_int_t
 ngx_http_oip_flow_start(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_uint_t last)
 {
-    u_char                   *p;
     off_t                     len;
+    size_t                    i;
+    uint64_t                  blen;
     ngx_buf_t                *b;
     oip_alloc_t               alloc;
     oip_result_t              res;
     oip_options_t             opt;
     oip_framing_t             framing;
     ngx_http_oip_flow_t      *fl;
+    ngx_http_oip_loc_conf_t  *olcf;
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
     if (ctx->req.transport->answer(r, ctx, &res, &framing) != NGX_OK
         || framing.ihcl <= 0)
@@ -144,7 +150,7 @@ ngx_http_oip_flow_start(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     len = r->headers_out.content_length_n;
 
     if ((size_t) framing.ihcl > ctx->ans.len) {
-        if (last || framing.ihcl >= len) {
+        if (last || (len >= 0 && framing.ihcl >= len)) {
             ctx->ans.may_flow = 0;
         }
 
@@ -163,36 +169,38 @@ ngx_http_oip_flow_start(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     (void) oip_response_plan(&fl->plan, &alloc, &opt, &ctx->ans.wish,
                              ctx->ans.buf, (size_t) framing.ihcl,
-                             (uint64_t) (len - framing.ihcl));
+                             (len >= 0) ? (uint64_t) (len - framing.ihcl)
+                                        : OIP_BLEN_ANY);
 
-    if (fl->plan.status || !fl->plan.planned) {
+    blen = 0;
+
+    for (i = 0; fl->plan.status == 0 && i < fl->plan.nchunks; i++) {
+        blen += fl->plan.chunks[i].len;
+    }
+
+    if (fl->plan.status || !fl->plan.planned
+        || (len < 0 && framing.ihcl + blen <= olcf->buffer))
+    {
         ngx_log_debug1(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "oip: answer held whole: %s",
                        fl->plan.status ? fl->plan.error
-                                       : "an output stays binary");
+                       : fl->plan.planned ? "its chunks within oip_buffer"
+                                          : "an output stays binary");
 
-        /* refused or not: its conversion says so as before, held whole */
-
-        if (ctx->ans.cap < (size_t) len) {
-            p = ngx_palloc(r->pool, (size_t) len);
-            if (p == NULL) {
-                return NGX_ERROR;
-            }
-
-            ngx_memcpy(p, ctx->ans.buf, ctx->ans.len);
-            (void) ngx_pfree(r->pool, ctx->ans.buf);
-
-            ctx->ans.buf = p;
-            ctx->ans.cap = (size_t) len;
-        }
+        /*
+         * Refused or not, its conversion says so as before, held whole:
+         * past oip_buffer in a file (ngx_http_oip_spool_hold())
+         */
 
         return NGX_DECLINED;
     }
 
+    fl->unsized = (len < 0);
+
     ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: answer of %O bytes flows: JSON %L, %uz pieces, "
-                   "%uz chunks", len, framing.ihcl, fl->plan.nsegs,
-                   fl->plan.nchunks);
+                   "%uz chunks", (off_t) (framing.ihcl + blen),
+                   framing.ihcl, fl->plan.nsegs, fl->plan.nchunks);
 
     fl->last_out = &fl->out;
     ctx->ans.flow = fl;
@@ -200,7 +208,7 @@ ngx_http_oip_flow_start(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     ctx->vars.answer = NGX_HTTP_OIP_ANSWER_CONVERTED;
     ctx->vars.answer_form = OIP_SHAPE_JSON;
-    ctx->vars.answer_bytes = (size_t) (len - framing.ihcl);
+    ctx->vars.answer_bytes = (size_t) blen;
     ctx->vars.answer_timed = 1;
 
     if (ngx_http_oip_flow_headers(r, ctx) != NGX_OK) {
@@ -402,7 +410,17 @@ ngx_http_oip_flow_run(ngx_http_request_t *r, ngx_http_oip_flow_t *fl)
         }
 
         if (fl->chunk == fl->plan.nchunks) {
-            /* nothing past the chunks: nginx stops at Content-Length */
+            /* past the chunks: nginx stops at a Content-Length, not at
+             * the end of what the JSON header declared */
+
+            if (fl->unsized) {
+                ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                              "oip: upstream answer: more binary data than "
+                              "its binary_data_size say; the answer is "
+                              "cut");
+                return NGX_ERROR;
+            }
+
             b->pos = b->last;
             continue;
         }

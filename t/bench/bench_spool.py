@@ -9,7 +9,8 @@ default oip_buffer, 16m), in front of an upstream that reads and drops
 what it gets; and binary FP32 answers of the same sizes made JSON for
 the client, held whole (oip_buffer above them) and as they arrive; and
 JSON answers made binary, which must be held whole: in memory, and in
-files (the default oip_buffer).
+files (the default oip_buffer); and each request body gzip'd, inflated
+in memory or to a file.
 
 For each body: the worker's peak RSS above what it held before (VmHWM,
 reset with clear_refs), the time the module spent on it
@@ -34,6 +35,7 @@ Environment: OIP_SPOOL_SIZES (MB, "16,64,128,256,512,1024"),
 OIP_SPOOL_ROUNDS (5), OIP_MODULE (the module).
 """
 
+import gzip
 import http.client
 import os
 import socket
@@ -241,7 +243,7 @@ def last_convert(ngx):
     return float(secs)
 
 
-def convert(ngx, path, body):
+def convert(ngx, path, body, headers=None):
     """(growth in MB, conversion seconds, request seconds) for one
     request."""
     # its line is waited for: the log holds no other
@@ -249,7 +251,8 @@ def convert(ngx, path, body):
     pid, before = reset_peak(ngx)
     c = http.client.HTTPConnection("127.0.0.1", ngx.port, timeout=600)
     t0 = time.time()
-    c.request("POST", "/%s/v2/models/m/infer" % path, body=body)
+    c.request("POST", "/%s/v2/models/m/infer" % path, body=body,
+              headers=headers or {})
     r = c.getresponse()
     r.read()
     wall = time.time() - t0
@@ -289,6 +292,17 @@ def main():
                 walls[(path, mb)] = best[path][2]
                 print("%-8s %8d %14.1f %12.3f %12.3f"
                       % ((path, mb) + best[path]))
+                sys.stdout.flush()
+            # the same body gzip'd (level 1): inflated in memory, or to a
+            # file first
+            body = gzip.compress(body, 1)
+            for path in ("memory", "spool"):
+                g, s, w = convert(ngx, path, body,
+                                  {"Content-Encoding": "gzip"})
+                rows.append(("gz" + path, mb, g, s))
+                walls[("gz" + path, mb)] = w
+                print("%-8s %8d %14.1f %12.3f %12.3f"
+                      % ("gz" + path, mb, g, s, w))
                 sys.stdout.flush()
             del body
         print("%-8s %8s %14s %12s %12s" % ("answer", "MB", "RSS growth MB",
@@ -345,6 +359,13 @@ def main():
         ok &= held
         print("target: first byte / last byte of that answer <= 0.1: "
               "%.4f %s" % (first / last, "held" if held else "MISSED"))
+    if ("gzspool", top) in by and ("gzmemory", top) in by:
+        # its cost, stated: not a target of the issue's
+        print("through files / in memory, a %d MB gzip body: RSS growth "
+              "%.1f / %.1f MB, request time %.2f x"
+              % (top, by[("gzspool", top)][0], by[("gzmemory", top)][0],
+                 walls[("gzspool", top)] / max(walls[("gzmemory", top)],
+                                               1e-3)))
     if ("ajfile", top) in by and ("ajmem", top) in by:
         # its cost, stated: not a target of the issue's
         print("held in files / in memory, a %d MB JSON answer made "

@@ -164,6 +164,8 @@ SPOOL = [("memory", "JSON request made binary, in memory"),
          ("spool", "... through files (oip_buffer 16m)"),
          ("aheld", "binary answer made JSON, held whole"),
          ("aflow", "... as it arrives (oip_buffer 16m)"),
+         ("gzmemory", "gzip request, inflated in memory"),
+         ("gzspool", "... inflated to a file (oip_buffer 16m)"),
          ("ajmem", "JSON answer made binary, held in memory"),
          ("ajfile", "... held in files (oip_buffer 16m)")]
 
@@ -178,22 +180,24 @@ def spool(data, out, work):
         path = os.path.join(work, "spool-%s.dat" % key)
         with open(path, "w") as f:
             for mb, growth in pts:
-                f.write("%d %s\n" % (mb, growth))
+                # a log scale: no growth (or a drop, memory given back
+                # before the peak was read) is drawn at 0.1 MB
+                f.write("%d %.1f\n" % (mb, max(float(growth), 0.1)))
         plots.append("'%s' using 1:2 with linespoints lw 2 title '%s'"
                      % (path, label))
     if not plots:
         return
     gnuplot("""
-set terminal pngcairo noenhanced size 800,450 font ',10'
+set terminal pngcairo noenhanced size 900,560 font ',10'
 set output '%s'
-set title 'a worker converting one FP32 request or answer'
+set title 'a worker converting one FP32 request or answer (0.1: none)'
 set xlabel 'body (MB)'
 set ylabel 'peak RSS growth (MB)'
 set logscale xy
 set xrange [10:2000]
-set yrange [0.05:*]
+set yrange [0.05:20000]
 set grid
-set key top left
+set key outside right top
 plot %s, 64 with lines dt 3 lc rgb 'black' title 'the bound: 64 MB'
 """ % (out, ", ".join(plots)))
 

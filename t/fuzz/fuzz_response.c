@@ -29,7 +29,8 @@
  *   c[12]     small max_tensor_size: 8 * c[12]
  *   c[13]     which allocation fails
  *   c[14]     the pieces a planned binary part is fed in: 1 + c[14]
- *   c[15]     unused, zero
+ *   c[15]     bit 0: planned of no length (OIP_BLEN_ANY: chunked), the
+ *             chunks' sizes taken as they are declared
  *
  * The listed names are the body's own: the first raw "name":"..." values
  * (escapes left as they are, so an escaped name is one the answer does
@@ -61,7 +62,7 @@ static void fz_response_sink(const oip_result_t *resp,
     size_t len, off_t ihcl);
 static void fz_response_plan(const oip_result_t *resp,
     const oip_options_t *opt, const oip_wish_t *wish, const u_char *p,
-    size_t len, off_t ihcl, size_t piece);
+    size_t len, off_t ihcl, size_t piece, int any);
 
 
 /* names point into the body: ASan sees any read past one */
@@ -181,7 +182,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     if (ihcl > 0 && (size_t) ihcl <= len && !(c[2] & 0x04)) {
-        fz_response_plan(&resp, &opt, &wish, p, len, ihcl, 1 + c[14]);
+        fz_response_plan(&resp, &opt, &wish, p, len, ihcl, 1 + c[14],
+                         c[15] & 1);
     }
 
     if (!(c[2] & 0x04)) {
@@ -318,7 +320,7 @@ fz_response_refeed(const oip_result_t *resp, const oip_options_t *opt,
 static void
 fz_response_plan(const oip_result_t *resp, const oip_options_t *opt,
     const oip_wish_t *wish, const u_char *p, size_t len, off_t ihcl,
-    size_t piece)
+    size_t piece, int any)
 {
     long            w;
     char            err[OIP_ERROR_LEN];
@@ -334,7 +336,7 @@ fz_response_plan(const oip_result_t *resp, const oip_options_t *opt,
     arena_init(&arena, &alloc);
 
     oip_response_plan(&plan, &alloc, opt, wish, p, (size_t) ihcl,
-                      len - (size_t) ihcl);
+                      any ? OIP_BLEN_ANY : len - (size_t) ihcl);
 
     fz_assert(plan.status == 0 || plan.status == 502,
               "a plan's unexpected status");

@@ -523,17 +523,55 @@ class Flow(LogCase):
         self.assertEqual(flow[0]["content-length"], str(len(flow[1])))
 
     def test_held_forms(self):
-        """BYTES made JSON, and a chunked answer (no length): held."""
+        """BYTES made JSON: held."""
         rnd = random.Random(13)
         outs = [("S", "BYTES", values("BYTES", 20000, rnd))]
         flow, held = self.answers((200,) + binary_answer(outs)[::-1],
                                   flows=False)
         self.assertEqual(flow[1], held[1])
+
+    def test_chunked(self):
+        """A chunked answer (no length, as KServe's) flows once its
+        JSON header's sizes add up past oip_buffer; below it, held."""
+        rnd = random.Random(18)
         body, hdrs = binary_answer([("F", "FP32",
                                      values("FP32", 40000, rnd))])
         hdrs["Transfer-Encoding"] = "chunked"
+        flow, held = self.answers((200, hdrs, body))
+        self.assertEqual(flow[1], held[1])
+        body, hdrs = binary_answer([("F", "FP32", values("FP32", 4000, rnd))])
+        hdrs["Transfer-Encoding"] = "chunked"
         flow, held = self.answers((200, hdrs, body), flows=False)
         self.assertEqual(flow[1], held[1])
+
+    def test_chunked_wrong_length(self):
+        """A chunked answer whose bytes are more, or fewer, than its
+        JSON header declared: cut after the first byte (the held path
+        answers 502)."""
+        rnd = random.Random(19)
+        body, hdrs = binary_answer([("F", "FP32",
+                                     values("FP32", 60000, rnd))])
+        for data in (body + b"\x00" * 8, body[:-8]):
+            head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n"
+            for k, v in hdrs.items():
+                head += b"%s: %s\r\n" % (k.encode(), v.encode())
+            half = len(data) // 2
+            chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part)
+                              for part in (data[:half], data[half:]))
+            self.tr.parts = [(0, head + b"Connection: close\r\n\r\n"
+                              + chunks + b"0\r\n\r\n")]
+            start = self.log_size()
+            out, _ = self.raw("tflow")
+            _, text, whole = dechunk(out)
+            self.assertFalse(whole)
+            self.assertTrue(text.startswith(b'{"model_name"'))
+            log = self.log_since(start)
+            self.assertIn("flows: JSON", log)
+            self.assertIn("the answer is cut", log)
+            resp = self.ngx.post("/theld/v2/models/m/infer", b'{"inputs":[{'
+                                 b'"name":"I","datatype":"INT8","shape":[1],'
+                                 b'"data":[1]}]}')
+            self.assertJSONError(resp, 502)
 
     def raw(self, path, body=None, slow=0):
         """The gateway's answer to a request, read as it comes
@@ -1001,7 +1039,7 @@ class FlowRuntimes(LogCase):
     (Triton's, KServe's, OpenVINO's: MLServer answers JSON only), as
     they really answer: an answer above oip_buffer flows, the same
     bytes as held; KServe's binary answers are chunked (no length):
-    held, as directives.md says."""
+    they flow by their JSON header's sizes."""
 
     FAMILIES = ["triton", "kserve", "openvino"]
 
@@ -1031,7 +1069,7 @@ class FlowRuntimes(LogCase):
                 st, h, out = self.ngx.post("/%s-%s/v2/models/identity/infer"
                                            % (family, path), body)
                 self.assertEqual(st, 200, (family, out[:200]))
-                flows = path == "flow" and family != "kserve"
+                flows = path == "flow"
                 self.assertEqual("flows: JSON" in self.log_since(start),
                                  flows, family)
                 self.assertEqual("content-length" not in h, flows, family)
