@@ -722,10 +722,19 @@ class Held(LogCase):
             location("sfile", "rec", "64k", "keep", sub),
             location("smem", "rec", "1024m", "keep", sub),
             location("tfile", "tr", "64k", "keep", js),
+            location("cfile", "rec", "64k", "keep", bs + """
+            proxy_cache infer;
+            proxy_cache_valid 200 10m;
+            proxy_cache_methods POST;
+            proxy_cache_key "$oip_digest";"""),
         ])
+        http = """
+    proxy_cache_path {dir}/cache levels=1:2 keys_zone=infer:1m
+                     max_size=64m use_temp_path=off;
+"""
         cls.tr = Trickle()
         cls._stoppers.append(cls.tr.stop)
-        cls.ngx = cls.start_nginx(server, log_level="debug",
+        cls.ngx = cls.start_nginx(server, http=http, log_level="debug",
                                   rec=cls.rec.port, tr=cls.tr.port)
 
     def answers(self, answer, request, files=True, paths=("file", "mem"),
@@ -842,6 +851,50 @@ class Held(LogCase):
         st, h, want = self.ngx.post("/mem/v2/models/m/infer", req)
         self.assertIn(b"Content-Length: %d" % len(want), head)
         self.assertTrue(out == want, "bodies differ")
+
+    def test_cached(self):
+        """An answer from nginx's cache, which does not flow, is held in
+        files: the same bytes as the runtime's answer made JSON as it
+        arrived, but for the id (another request's)."""
+        rnd = random.Random(30)
+        self.rec.answer = (200,) + binary_answer(
+            [("F", "FP32", values("FP32", 50000, rnd))])[::-1]
+        self.rec.clear()
+        req = wish(False)
+        got = []
+        for _ in range(2):
+            start = self.log_size()
+            st, h, out = self.ngx.post("/cfile/v2/models/m/infer", req)
+            self.assertEqual(st, 200, out[:200])
+            got.append((out, self.log_since(start)))
+        self.assertEqual(len(self.rec.requests), 1)
+        self.assertIn("flows: JSON", got[0][1])
+        self.assertIn("sent from files", got[1][1])
+        # the runtime's id is not given with another request's answer
+        self.assertTrue(got[0][0].replace(b'"id": "a", ', b"", 1)
+                        == got[1][0], "bodies differ")
+        self.assertEqual(files_left(self.ngx), 0)
+
+    def test_client_gone(self):
+        """A client that leaves while its answer is sent from files
+        (after its first bytes): the files gone, the worker on."""
+        rnd = random.Random(29)
+        body, hdrs = json_answer([("F", "FP64", values("FP64", 300000,
+                                                       rnd))])
+        self.rec.answer = (200, hdrs, body)
+        req = wish(True)
+        start = self.log_size()
+        s = socket.create_connection(("127.0.0.1", self.ngx.port),
+                                     timeout=60)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        s.sendall(b"POST /sfile/v2/models/m/infer HTTP/1.1\r\nHost: x\r\n"
+                  b"Content-Length: %d\r\n\r\n" % len(req) + req)
+        self.assertTrue(s.recv(4096))
+        self.assertTrue(wait_for(lambda: "sent from files"
+                                 in self.log_since(start)))
+        s.close()
+        self.assertEqual(files_left(self.ngx), 0)
+        self.same((200, hdrs, body), req, paths=("sfile", "smem"))
 
     def test_runtime_cut(self):
         """A runtime that fails before the end: a JSON 502, as held in
