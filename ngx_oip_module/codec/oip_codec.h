@@ -175,6 +175,13 @@ typedef struct {
      * encoded body is inflated in memory.
      */
     const uint8_t       *(*remap)(void *data, uint64_t len);
+
+    /*
+     * requests with a digest: bytes of the input read again out of order
+     * (binary chunks hashed by name), done with: the caller may let them
+     * go.  NULL: nothing to do.
+     */
+    void                 (*drop)(void *data, const uint8_t *p, size_t len);
 } oip_sink_t;
 
 
@@ -230,9 +237,9 @@ typedef struct {
     const oip_digest_t    *digest;
 
     /*
-     * requests and answers: tensors to the sink's file (REST, not
-     * encoded, without a digest; otherwise ignored); res->spooled says
-     * what it holds
+     * requests and answers: tensors to the sink's file (REST; otherwise
+     * ignored); res->spooled says what it holds.  A digest then reads
+     * JSON data again from the body, not from memory.
      */
     const oip_sink_t      *sink;
     const uint8_t         *version;              /* from the URI */

@@ -29,6 +29,10 @@
 typedef struct {
     const oip_digest_t    *sink;
     size_t                 n;
+    uint64_t               counted;    /* BYTES made binary, measured */
+    unsigned               counting:1;
+    const oip_sink_t      *body;       /* the sink of the body's pass */
+    const uint8_t         *read;       /* read again up to there */
     uint8_t                buf[OIP_DIGEST_BUF];
 } oip_dig_t;
 
@@ -50,6 +54,13 @@ static void oip_dig_str(oip_dig_t *d, const uint8_t *p, size_t len);
 static void oip_dig_flush(oip_dig_t *d);
 static int oip_dig_input(oip_dig_t *d, oip_msg_t *m, oip_item_t *it,
     const oip_key_t *name);
+static int oip_dig_data(oip_dig_t *d, oip_msg_t *m, oip_item_t *it);
+static int oip_dig_again(oip_dig_t *d, oip_msg_t *m, oip_item_t *it);
+static void oip_dig_bin(oip_dig_t *d, oip_msg_t *m, const uint8_t *p,
+    size_t len);
+static int oip_dig_sink_write(void *data, const uint8_t *p, size_t len,
+    uint64_t off);
+static void oip_dig_sink_behind(void *data, const uint8_t *p);
 static int oip_dig_params(oip_dig_t *d, oip_msg_t *m, const uint8_t *at,
     const char *skip, size_t skip_len);
 static int oip_dig_value(oip_dig_t *d, oip_msg_t *m,
@@ -82,6 +93,8 @@ oip_request_digest(oip_req_t *rq)
 
     d.sink = m->opt->digest;
     d.n = 0;
+    d.counted = 0;
+    d.counting = 0;
 
     oip_dig_put(&d, "oip-digest/1", 12);
     oip_dig_str(&d, m->opt->model, m->opt->model_len);
@@ -214,6 +227,11 @@ oip_dig_input(oip_dig_t *d, oip_msg_t *m, oip_item_t *it,
         return -1;
     }
 
+    if (it->data_at && m->c.sink) {
+        /* a body of any size: its JSON data is not kept made binary */
+        return oip_dig_data(d, m, it);
+    }
+
     if (it->data_at) {
         /* JSON data, made binary as it was read (keep_binary) */
         segs = it->chunk ? it->chunk : &it->one;
@@ -229,7 +247,7 @@ oip_dig_input(oip_dig_t *d, oip_msg_t *m, oip_item_t *it,
     oip_dig_u64(d, len);
 
     if (segs == NULL) {
-        oip_dig_put(d, it->bin, it->bds_size);
+        oip_dig_bin(d, m, it->bin, it->bds_size);
         return 0;
     }
 
@@ -238,6 +256,175 @@ oip_dig_input(oip_dig_t *d, oip_msg_t *m, oip_item_t *it,
     }
 
     return 0;
+}
+
+
+/*
+ * With a sink, JSON data made binary is in the sink's file, or nowhere
+ * (sent as JSON): it is read again from the body, made binary a window
+ * at a time, each window hashed as it is written (they come in order).
+ * BYTES are measured first: their length goes before their bytes.
+ */
+
+static int
+oip_dig_data(oip_dig_t *d, oip_msg_t *m, oip_item_t *it)
+{
+    int                rc;
+    oip_sink_t         hash;
+    const oip_sink_t  *sink;
+
+    sink = m->c.sink;
+
+    hash = *sink;
+    hash.data = d;
+    hash.write = oip_dig_sink_write;
+    hash.behind = oip_dig_sink_behind;
+
+    d->body = sink;
+    m->c.sink = &hash;
+
+    if (oip_dtypes[it->t.dt].size == 0) {
+        d->counting = 1;
+        d->counted = 0;
+
+        rc = oip_dig_again(d, m, it);
+
+        d->counting = 0;
+        oip_dig_u64(d, d->counted);
+
+    } else {
+        rc = 0;
+        oip_dig_u64(d, it->t.count * oip_dtypes[it->t.dt].size);
+    }
+
+    if (rc == 0) {
+        rc = oip_dig_again(d, m, it);
+    }
+
+    m->c.sink = sink;
+
+    return rc;
+}
+
+
+/* the data made binary once more, to the sink (of the digest) */
+
+static int
+oip_dig_again(oip_dig_t *d, oip_msg_t *m, oip_item_t *it)
+{
+    int             rc;
+    size_t          size, counted;
+    uint64_t        off;
+    oip_out_t       w;
+    oip_win_t       win;
+    oip_json_t      sub;
+    const uint8_t  *told;
+
+    size = oip_dtypes[it->t.dt].size;
+
+    /* the pass counted these bytes: they are not counted twice */
+    counted = m->c.tensor_bytes;
+
+    /* the progress told again from the data on: what is read again goes */
+    told = m->c.told;
+    m->c.told = it->data_at;
+    d->read = it->data_at;
+
+    /* the array of items may have moved since the pass set it */
+    it->t.name = &it->name;
+
+    oip_msg_sub(m, &sub, it->data_at);
+
+    if (size == 0) {
+        off = 0;
+        oip_out_init(&w, &m->c, 0);
+        oip_out_sink(&w, &off);
+
+        rc = oip_data_to_binary(&sub, &it->t, NULL, &w);
+
+        if (rc == 0) {
+            rc = oip_out_cut(&w);
+        }
+
+        oip_free(&m->c, w.block);
+
+    } else {
+        if (m->win == NULL) {
+            m->win = oip_alloc(&m->c, m->c.sink->block);
+            if (m->win == NULL) {
+                oip_json_done(&sub);
+                return -1;
+            }
+        }
+
+        win.buf = m->win;
+        win.cap = m->c.sink->block / size;
+        win.off = 0;
+
+        rc = oip_data_to_sink(&sub, &it->t, &win);
+    }
+
+    oip_dig_sink_behind(d, sub.p);
+    oip_json_done(&sub);
+
+    m->c.tensor_bytes = counted;
+    m->c.told = told;
+
+    return rc;
+}
+
+
+/* a binary chunk of the body hashed, let go as it is read */
+
+static void
+oip_dig_bin(oip_dig_t *d, oip_msg_t *m, const uint8_t *p, size_t len)
+{
+    size_t  n, block;
+
+    if (m->c.sink == NULL || m->c.sink->drop == NULL) {
+        oip_dig_put(d, p, len);
+        return;
+    }
+
+    block = m->c.sink->block;
+
+    for ( /* void */ ; len; p += n, len -= n) {
+        n = oip_min(len, block);
+        oip_dig_put(d, p, n);
+        m->c.sink->drop(m->c.sink->data, p, n);
+    }
+}
+
+
+static int
+oip_dig_sink_write(void *data, const uint8_t *p, size_t len, uint64_t off)
+{
+    oip_dig_t *d = data;
+
+    (void) off;
+
+    if (d->counting) {
+        d->counted += len;
+
+    } else {
+        oip_dig_put(d, p, len);
+    }
+
+    return 0;
+}
+
+
+/* the data read again up to p: its pages may go again */
+
+static void
+oip_dig_sink_behind(void *data, const uint8_t *p)
+{
+    oip_dig_t *d = data;
+
+    if (d->body->drop && p > d->read) {
+        d->body->drop(d->body->data, d->read, p - d->read);
+        d->read = p;
+    }
 }
 
 

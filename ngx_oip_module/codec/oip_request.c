@@ -94,25 +94,29 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     rq.m.data = &rq;
     rq.res = res;
     c = &rq.m.c;
-    rq.m.keep_binary = (opt->digest != NULL);
 
     if (opt->grpc) {
         rq.m.target = oip_request_grpc;
     }
 
     /*
-     * Tensors to the caller's file: REST bodies, the digest reading none
-     * (it reads tensors from memory); an encoded one inflated to a file
-     * first, if the caller can map it
+     * Tensors to the caller's file: REST bodies; an encoded one inflated
+     * to a file first, if the caller can map it
      */
 
-    if (opt->sink && opt->sink->block >= 64 && opt->digest == NULL
-        && opt->grpc == NULL
+    if (opt->sink && opt->sink->block >= 64 && opt->grpc == NULL
         && (f->encoding == OIP_ENC_NONE || opt->sink->remap))
     {
         c->sink = opt->sink;
         c->told = body;
     }
+
+    /*
+     * The digest reads JSON data made binary: kept in memory, or, with a
+     * sink, read again from the body when it is hashed
+     */
+
+    rq.m.keep_binary = (opt->digest != NULL && c->sink == NULL);
 
     if (opt->body_file && f->encoding == OIP_ENC_NONE) {
         /* what is referenced of it is in its file too */

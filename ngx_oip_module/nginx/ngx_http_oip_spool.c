@@ -50,6 +50,8 @@ static int ngx_http_oip_spool_write(void *data, const uint8_t *p,
 static ngx_err_t ngx_http_oip_spool_pwrite(ngx_fd_t fd, const u_char *p,
     size_t len, off_t off);
 static void ngx_http_oip_spool_behind(void *data, const uint8_t *p);
+static void ngx_http_oip_spool_drop(void *data, const uint8_t *p,
+    size_t len);
 static const uint8_t *ngx_http_oip_spool_remap(void *data, uint64_t len);
 static void ngx_http_oip_spool_unmap(void *data);
 static ngx_path_t *ngx_http_oip_spool_path(ngx_http_request_t *r);
@@ -155,10 +157,10 @@ ngx_http_oip_spool_in(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
 /*
  * A body in nginx's file alone, above oip_buffer, of the REST call whose
- * tensors the codec writes: no digest (read from memory), not emulated
- * generate, not for gRPC (one message in memory, bounded by
- * oip_grpc_max_message).  A gzip body counts the size its trailer says
- * when that is larger: JSON compresses tenfold and more.
+ * tensors the codec writes: not emulated generate, not for gRPC (one
+ * message in memory, bounded by oip_grpc_max_message).  A gzip body
+ * counts the size its trailer says when that is larger: JSON compresses
+ * tenfold and more.
  */
 
 static ngx_int_t
@@ -170,11 +172,9 @@ ngx_http_oip_spool_wanted(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_buf_t                 *b;
     ngx_http_request_body_t   *rb;
     ngx_http_oip_loc_conf_t   *olcf;
-    ngx_http_oip_main_conf_t  *omcf;
 
     rb = r->request_body;
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
-    omcf = ngx_http_get_module_main_conf(r, ngx_http_oip_module);
 
     if (rb == NULL || rb->temp_file == NULL || rb->bufs == NULL
         || rb->bufs->next != NULL || !rb->bufs->buf->in_file)
@@ -206,12 +206,11 @@ ngx_http_oip_spool_wanted(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     if (ctx->req.rpc != OIP_RPC_MODEL_INFER
         || ctx->req.generate == NGX_HTTP_OIP_GEN_EMULATE
-        || olcf->transport != &ngx_http_oip_http_transport
-        || omcf->digest)
+        || olcf->transport != &ngx_http_oip_http_transport)
     {
         ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "oip: a large body read into memory: a digest, "
-                       "generate or gRPC");
+                       "oip: a large body read into memory: generate or "
+                       "gRPC");
         return NGX_DECLINED;
     }
 
@@ -267,6 +266,7 @@ ngx_http_oip_spool_sink_init(ngx_http_request_t *r, ngx_http_oip_spool_t *sp,
     sp->sink.behind = ngx_http_oip_spool_behind;
     sp->sink.block = olcf->buffer;
     sp->sink.what = what;
+    sp->sink.drop = ngx_http_oip_spool_drop;
     sp->to = sp->out;
 }
 
@@ -361,6 +361,32 @@ ngx_http_oip_spool_remap(void *data, uint64_t len)
     sp->released = map;
 
     return map;
+}
+
+
+/*
+ * In the worker or a thread: bytes the digest read again, out of the
+ * pass's order, let go (the whole pages within them).
+ */
+
+static void
+ngx_http_oip_spool_drop(void *data, const uint8_t *p, size_t len)
+{
+    ngx_http_oip_spool_t *sp = data;
+
+    u_char  *from, *to;
+
+    if ((u_char *) p < sp->map || (u_char *) p + len > sp->map + sp->map_len)
+    {
+        return;
+    }
+
+    from = ngx_align_ptr(p, ngx_pagesize);
+    to = (u_char *) ((uintptr_t) (p + len) & ~((uintptr_t) ngx_pagesize - 1));
+
+    if (to > from) {
+        (void) madvise(from, to - from, MADV_DONTNEED);
+    }
 }
 
 

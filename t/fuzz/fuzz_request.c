@@ -45,10 +45,11 @@
  *             (its canonical form read byte by byte; the request gives
  *             the same verdict and body without it)
  *
- * Without a digest, an encoding or failed allocations, every body runs
+ * Without failed allocations, every body runs
  * once more with a sink of a small block (oip_buffer's path): the same
  * verdict, and the same bytes sent, its JSON in segments and the rest
- * in the sink's file, which nothing is written past.
+ * in the sink's file, which nothing is written past; an encoded body
+ * inflated into the sink; a digest of the same bytes.
  */
 
 
@@ -95,7 +96,8 @@ static int fz_segs_equal(const oip_seg_t *a, size_t na, const oip_seg_t *b,
 static void fz_digest_same(const oip_result_t *req, oip_options_t *opt,
     const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc);
 static void fz_sink_same(const oip_result_t *req, oip_options_t *opt,
-    const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc);
+    const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc,
+    uint64_t sum);
 
 
 
@@ -328,8 +330,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fz_digest_same(&req, &opt, body, len, ihcl, enc);
     }
 
-    if (!opt.digest && !(c[2] & 0x04)) {
-        fz_sink_same(&req, &opt, body, len, ihcl, enc);
+    if (!(c[2] & 0x04)) {
+        fz_sink_same(&req, &opt, body, len, ihcl, enc, sum);
     }
 
     /* an input re-typed to FP16 goes binary, which json would convert */
@@ -407,11 +409,13 @@ static void
 fz_digest_same(const oip_result_t *req, oip_options_t *opt,
     const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc)
 {
-    arena_t        arena;
-    oip_alloc_t    alloc;
-    oip_result_t   plain;
+    arena_t              arena;
+    oip_alloc_t          alloc;
+    oip_result_t         plain;
+    const oip_digest_t  *asked;
 
     arena_init(&arena, &alloc);
+    asked = opt->digest;
     opt->digest = NULL;
 
     oip_request_process(&plain, &alloc, opt,
@@ -431,24 +435,41 @@ fz_digest_same(const oip_result_t *req, oip_options_t *opt,
                   "a digest changed the bytes sent");
     }
 
+    opt->digest = asked;
+
     arena_destroy(&arena);
 }
 
 
 static void
 fz_sink_same(const oip_result_t *req, oip_options_t *opt,
-    const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc)
+    const u_char *body, size_t len, off_t ihcl, oip_encoding_e enc,
+    uint64_t sum)
 {
-    arena_t        arena;
-    fz_spool_t     fs;
-    oip_sink_t     sink;
-    oip_alloc_t    alloc;
-    oip_result_t   res;
+    arena_t              arena;
+    uint64_t             again;
+    fz_spool_t           fs;
+    oip_sink_t           sink;
+    oip_alloc_t          alloc;
+    oip_digest_t         dg;
+    oip_result_t         res;
+    const oip_digest_t  *asked;
 
     arena_init(&arena, &alloc);
     fz_spool_init(&sink, &fs, len);
 
     opt->sink = &sink;
+
+    /* a digest hashes the same bytes, its JSON data read again */
+
+    asked = opt->digest;
+    again = 0;
+
+    if (asked) {
+        dg.data = &again;
+        dg.update = fz_digest_update;
+        opt->digest = &dg;
+    }
 
     oip_request_process(&res, &alloc, opt,
                         &(oip_framing_t) { ihcl, enc,
@@ -456,9 +477,13 @@ fz_sink_same(const oip_result_t *req, oip_options_t *opt,
                         body, len);
 
     opt->sink = NULL;
+    opt->digest = asked;
 
     fz_assert(enc == OIP_ENC_NONE || res.status != 0 || fs.inflated,
               "an encoded body converted, not inflated to the sink");
+    fz_assert(res.digested == req->digested
+              && (!req->digested || again == sum),
+              "a sink changed the digest");
 
     fz_spooled_same(req, &res, &fs);
 

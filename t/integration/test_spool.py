@@ -357,6 +357,109 @@ class Spool(LogCase):
         self.same("spool", "memory", body)
 
 
+class Digest(LogCase):
+    """$oip_digest on bodies through files: the inputs' JSON data read
+    again from the mapped body (not kept made binary), binary chunks
+    hashed from it: the same digest as the in-memory path's, whatever the
+    encoding, and the same bytes sent."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rec = cls.start_recorder()
+        http = """
+    log_format digest '$request_uri $oip_digest';
+"""
+        server = """
+        client_max_body_size 512m;
+        oip_max_json_size 1024m;
+        oip_max_tensor_size 1024m;
+        access_log {dir}/digest.log digest;
+""" + "".join([
+            location("spool", "rec", "64k"),
+            location("memory", "rec", "1024m"),
+            location("skeep", "rec", "64k", "keep"),
+            location("mkeep", "rec", "1024m", "keep"),
+        ])
+        cls.ngx = cls.start_nginx(server, http=http, log_level="debug",
+                                  rec=cls.rec.port)
+
+    def digest(self, path, body, headers=None, spooled=True):
+        """The digest of body posted to path, and what was sent."""
+        log = os.path.join(self.ngx.dir, "digest.log")
+        before = os.path.getsize(log) if os.path.exists(log) else 0
+        start = self.log_size()
+        self.rec.clear()
+        st, _, out = self.ngx.post("/%s/v2/models/m/infer" % path, body,
+                                   headers or {})
+        self.assertEqual(st, 200, out)
+        self.assertEqual("bytes mapped" in self.log_since(start), spooled,
+                         path)
+
+        def line():
+            with open(log) as f:
+                f.seek(before)
+                return f.read().strip()
+
+        # the log phase runs once the answer is sent: waited for
+        text = wait_for(line)
+        uri, value = text.split()
+        self.assertTrue(uri.startswith("/" + path), text)
+        self.assertEqual(len(value), 64, text)
+        return value, self.rec.last()["body"]
+
+    def test_same_digest(self):
+        rnd = random.Random(31)
+        n = 30000
+        f32 = values("FP32", n, rnd)
+        i16 = values("INT16", 9000, rnd)
+        strs = values("BYTES", 2000, rnd)
+        doc = {"inputs": [
+            {"name": "b", "datatype": "FP32", "shape": [n], "data": f32},
+            {"name": "a", "datatype": "INT16", "shape": [9000],
+             "data": i16},
+            {"name": "s", "datatype": "BYTES", "shape": [2000],
+             "data": strs}]}
+        body = json.dumps(doc).encode()
+        digests = set()
+        for a, b in (("spool", "memory"), ("skeep", "mkeep")):
+            d1, sent1 = self.digest(a, body)
+            d2, sent2 = self.digest(b, body, spooled=False)
+            self.assertEqual(d1, d2, a)
+            self.assertTrue(sent1 == sent2, "bodies differ")
+            digests.add(d1)
+        # the same tensors in binary (names in another order), and gzip'd
+        mixed, hdrs = binary_request([
+            ("s", "BYTES", [2000], strs, None),
+            ("a", "INT16", [9000], None, binary_chunk("INT16", i16)),
+            ("b", "FP32", [n], None, binary_chunk("FP32", f32))])
+        digests.add(self.digest("spool", mixed, hdrs)[0])
+        digests.add(self.digest("spool", gzip.compress(body),
+                                {"Content-Encoding": "gzip"})[0])
+        self.assertEqual(len(digests), 1, digests)
+        # and another for any change
+        doc["inputs"][1]["data"][77] += 1
+        other = self.digest("spool", json.dumps(doc).encode())[0]
+        self.assertNotIn(other, digests)
+        self.assertEqual(files_left(self.ngx), 0)
+
+    @heavy
+    def test_rss_128mb(self):
+        """A 128 MB body digested through files grows the worker by 64 MB
+        at most: its data is read again, a window at a time, for the
+        digest (in memory it would be kept, made binary)."""
+        count, body = big_fp32(128 * 1024 * 1024)
+        pid, = self.ngx.workers()
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        before = status_kb(pid, "VmRSS")
+        value, sent = self.digest("spool", body)
+        grown = status_kb(pid, "VmHWM") - before
+        self.rec.clear()
+        self.assertGreater(len(sent), 4 * count)
+        self.assertLessEqual(grown, 64 * 1024,
+                             "the worker grew by %d KB" % grown)
+
+
 def binary_answer(outputs):
     """outputs: (name, dt, vals); an answer's body and headers."""
     doc = {"model_name": "m", "model_version": "1", "id": "a",
