@@ -67,8 +67,9 @@ static ngx_int_t ngx_http_oip_flow_put(ngx_http_request_t *r,
     ngx_http_oip_flow_t *fl, ngx_buf_t *b);
 
 
-static ngx_http_output_header_filter_pt  ngx_http_oip_flow_next_header;
-static ngx_http_output_body_filter_pt    ngx_http_oip_flow_next_body;
+/* the response path's next filters: the flow's and the spool's */
+ngx_http_output_header_filter_pt  ngx_http_oip_answer_next_header;
+ngx_http_output_body_filter_pt    ngx_http_oip_answer_next_body;
 
 static ngx_str_t  ngx_http_oip_flow_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
 
@@ -78,8 +79,8 @@ static ngx_str_t  ngx_http_oip_flow_ihcl = ngx_string(NGX_HTTP_OIP_IHCL);
 ngx_int_t
 ngx_http_oip_flow_init(ngx_conf_t *cf)
 {
-    ngx_http_oip_flow_next_header = ngx_http_top_header_filter;
-    ngx_http_oip_flow_next_body = ngx_http_top_body_filter;
+    ngx_http_oip_answer_next_header = ngx_http_top_header_filter;
+    ngx_http_oip_answer_next_body = ngx_http_top_body_filter;
 
     return NGX_OK;
 }
@@ -261,7 +262,7 @@ ngx_http_oip_flow_headers(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
     ngx_http_clear_etag(r);
     ngx_http_oip_content_type(r, OIP_TYPE_JSON);
 
-    rc = ngx_http_oip_flow_next_header(r);
+    rc = ngx_http_oip_answer_next_header(r);
 
     if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
         return NGX_ERROR;
@@ -291,7 +292,7 @@ ngx_http_oip_flow_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         ctx = (r == r->main) ? ngx_http_oip_get_ctx(r) : NULL;
 
         if (ctx == NULL || ctx->ans.phase != NGX_HTTP_OIP_ANS_FLOW) {
-            return ngx_http_oip_flow_next_body(r, in);
+            return ngx_http_oip_answer_next_body(r, in);
         }
     }
 
@@ -316,11 +317,11 @@ ngx_http_oip_flow_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         if (fl->out == NULL && fl->busy == NULL && run == NGX_OK) {
             /* nothing made, nothing waiting: on with what is below */
             rc = (in || fl->sent_last) ? NGX_OK
-                                       : ngx_http_oip_flow_next_body(r, NULL);
+                                       : ngx_http_oip_answer_next_body(r, NULL);
             break;
         }
 
-        rc = ngx_http_oip_flow_next_body(r, fl->out);
+        rc = ngx_http_oip_answer_next_body(r, fl->out);
 
         ngx_chain_update_chains(r->pool, &fl->free, &fl->busy, &fl->out,
                                 (ngx_buf_tag_t) &ngx_http_oip_flow_init);

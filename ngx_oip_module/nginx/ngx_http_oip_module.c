@@ -585,8 +585,7 @@ ngx_http_oip_init(ngx_conf_t *cf)
 
     /* under the response path's: it passes streams on to them */
     if (ngx_http_oip_stream_init(cf) != NGX_OK
-        || ngx_http_oip_flow_init(cf) != NGX_OK
-        || ngx_http_oip_spool_init(cf) != NGX_OK)
+        || ngx_http_oip_flow_init(cf) != NGX_OK)
     {
         return NGX_ERROR;
     }

@@ -544,7 +544,6 @@ void ngx_http_oip_spool_done(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
 ngx_int_t ngx_http_oip_spool_body(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_result_t *res);
-ngx_int_t ngx_http_oip_spool_init(ngx_conf_t *cf);
 ngx_uint_t ngx_http_oip_spool_may(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, off_t len);
 ngx_int_t ngx_http_oip_spool_hold(ngx_http_request_t *r,
@@ -558,6 +557,11 @@ ngx_int_t ngx_http_oip_spool_on(ngx_http_request_t *r);
 
 /* answers above oip_buffer, converted as they arrive (flow.c) */
 ngx_int_t ngx_http_oip_flow_init(ngx_conf_t *cf);
+
+/* the response path's next filters, saved by the flow's init: answers
+ * that flow or come from files are sent through them */
+extern ngx_http_output_header_filter_pt  ngx_http_oip_answer_next_header;
+extern ngx_http_output_body_filter_pt    ngx_http_oip_answer_next_body;
 ngx_uint_t ngx_http_oip_flow_may(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, off_t len);
 ngx_int_t ngx_http_oip_flow_start(ngx_http_request_t *r,

@@ -62,9 +62,6 @@ static ngx_int_t ngx_http_oip_spool_output(ngx_http_request_t *r,
     ngx_http_oip_spool_t *sp, ngx_chain_t *in);
 
 
-static ngx_http_output_header_filter_pt  ngx_http_oip_spool_next_header;
-static ngx_http_output_body_filter_pt    ngx_http_oip_spool_next_body;
-
 
 /*
  * NGX_OK: the body is mapped (data, len) and the request's conversion
@@ -549,18 +546,10 @@ ngx_http_oip_spool_unmap(void *data)
  * binary, an output kept binary, BYTES made JSON, or one passed as it
  * came) goes to a file of its own once past oip_buffer, as it arrives;
  * when all of it is in, the file is mapped for the codec's pass, as a
- * request body's, and the answer is sent from files.  These are the
- * response path's next filters, saved, not filters of their own.
+ * request body's, and the answer is sent from files, through the
+ * response path's next filters (saved by the flow), not filters of its
+ * own.
  */
-
-ngx_int_t
-ngx_http_oip_spool_init(ngx_conf_t *cf)
-{
-    ngx_http_oip_spool_next_header = ngx_http_top_header_filter;
-    ngx_http_oip_spool_next_body = ngx_http_top_body_filter;
-
-    return NGX_OK;
-}
 
 
 /*
@@ -828,7 +817,7 @@ ngx_http_oip_spool_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     r->filter_need_in_memory = 0;
 
-    rc = ngx_http_oip_spool_next_header(r);
+    rc = ngx_http_oip_answer_next_header(r);
 
     if (rc == NGX_ERROR || rc > NGX_OK || r->header_only) {
         return rc;
@@ -844,9 +833,9 @@ ngx_http_oip_spool_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oc->pool = r->pool;
     oc->bufs.num = NGX_HTTP_OIP_SPOOL_BUFS;
     oc->bufs.size = NGX_HTTP_OIP_SPOOL_SIZE;
-    oc->tag = (ngx_buf_tag_t) &ngx_http_oip_spool_init;
+    oc->tag = (ngx_buf_tag_t) &ngx_http_oip_spool_send;
     oc->output_filter = (ngx_output_chain_filter_pt)
-                            ngx_http_oip_spool_next_body;
+                            ngx_http_oip_answer_next_body;
     oc->filter_ctx = r;
 
     sp->output = oc;
