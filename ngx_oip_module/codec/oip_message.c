@@ -1297,6 +1297,16 @@ oip_msg_build(oip_msg_t *m, oip_result_t *res)
         o.over = m->kind->as_json;
     }
 
+    /*
+     * With a sink, a message all JSON (nothing binary in the sink's file)
+     * is written whole to the file: the JSON made is as large as the
+     * tensors, not a header
+     */
+
+    if (m->c.sink && m->to_json && m->sink_off == 0) {
+        oip_out_sink(&o, &m->sink_off);
+    }
+
     if (m->nedits > 1) {
         qsort(m->edits, m->nedits, sizeof(oip_edit_t), oip_edit_cmp);
     }

@@ -141,6 +141,16 @@ oip_out_grow(oip_out_t *o, size_t n)
     size_t   size;
     uint8_t *block;
 
+    /*
+     * The limit: exceeded already (what is reserved may not all be
+     * used), so that a message is refused exactly when its JSON is over
+     * it, in memory or in a sink's file, whatever the blocks
+     */
+
+    if (oip_out_over(o, 0) != 0) {
+        return -1;
+    }
+
     if (o->off) {
         /* one block, written out when full, as large as one element */
 
@@ -168,9 +178,7 @@ oip_out_grow(oip_out_t *o, size_t n)
         return 0;
     }
 
-    /* checked per block: a bound on memory, not an exact length */
-
-    if (oip_out_over(o, n) != 0 || oip_out_cut(o) != 0) {
+    if (oip_out_cut(o) != 0) {
         return -1;
     }
 
@@ -216,6 +224,19 @@ oip_out_ref(oip_out_t *o, const uint8_t *data, size_t len)
 
     if (oip_out_over(o, len) != 0 || oip_out_cut(o) != 0) {
         return -1;
+    }
+
+    if (o->off) {
+        /* to the sink's file: a piece of the input is copied there */
+
+        if (oip_sink_write(o->ctx, data, len, *o->off) != 0) {
+            return -1;
+        }
+
+        *o->off += len;
+        o->total += len;
+
+        return 0;
     }
 
     return oip_out_push(o, data, len);

@@ -116,7 +116,8 @@ oip_item_reserve(oip_msg_t *m, oip_item_t *it)
 /*
  * With a sink: the JSON is what the writer holds; every chunk after it is
  * in the sink's file, converted ones already there, the others copied
- * now into the places kept for them.
+ * now into the places kept for them.  A message all JSON is all in the
+ * file.
  */
 
 int
@@ -128,6 +129,23 @@ oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
 
     if (oip_out_cut(o) != 0) {
         return -1;
+    }
+
+    if (o->off) {
+        /* all JSON, all in the file (oip_msg_build()): none in memory */
+        oip_free(&m->c, o->block);
+
+        if (o->total > m->opt->max_json_size) {
+            return oip_fail(&m->c, 413, OIP_REASON_LIMIT, "%s would exceed "
+                            "oip_max_json_size (%zu bytes)",
+                            m->kind->as_json, m->opt->max_json_size);
+        }
+
+        res->header_len = 0;
+        res->spooled = m->sink_off;
+        res->body_len = m->sink_off;
+
+        return 0;
     }
 
     res->header_len = o->total;

@@ -1015,6 +1015,11 @@ oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
 
     if (t->dt == OIP_BOOL) {
         for (i = 0; i < len; i++) {
+            if ((i & 0xfffff) == 0) {
+                /* a chunk of any size: what is checked of it may go */
+                oip_progress(c, src + i);
+            }
+
             if (src[i] > 1) {
                 return oip_tensor_fail(c, t, status, OIP_REASON_OTHER, "BOOL "
                                        "element %zu is %u, not 0 or 1", i,
@@ -1053,6 +1058,8 @@ oip_binary_check(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
         }
 
         p += n;
+
+        oip_progress(c, p);
     }
 
     if (p != end) {
@@ -1103,6 +1110,10 @@ oip_binary_finite(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
     sign = (uint64_t) 1 << (size * 8 - 1);
 
     for (i = 0; i + size <= len; i += size) {
+        if ((i & 0xfffff) == 0) {
+            oip_progress(c, src + i);
+        }
+
         v = (size == 2) ? oip_get16(src + i)
             : (size == 4) ? oip_get32(src + i) : oip_get64(src + i);
 
@@ -1202,6 +1213,8 @@ oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
 
             o->pos = p;
             s += n;
+
+            oip_progress(o->ctx, s);
         }
 
         return oip_out_write(o, "]", 1);
@@ -1219,6 +1232,9 @@ oip_binary_to_data(oip_ctx_t *c, const oip_tensor_t *t, const uint8_t *src,
         }
 
         o->pos = oip_binary_print(t->dt, src + i, n, o->pos, i == 0);
+
+        /* a chunk of any size: what is printed of it may go */
+        oip_progress(o->ctx, src + i + n);
     }
 
     return oip_out_write(o, "]", 1);

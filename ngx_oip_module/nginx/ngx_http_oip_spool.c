@@ -508,12 +508,13 @@ ngx_http_oip_spool_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     fl->next = NULL;
 
     if (res->spooled == 0) {
-        /* all of it JSON: no file buffer, which would be empty */
+        /* all of it JSON in memory: no file buffer, which would be empty */
         b->last_buf = 1;
         cl->next = NULL;
     }
 
-    rb->bufs = cl;
+    /* all of it in the file (JSON made whole there): no empty buffer */
+    rb->bufs = (res->header_len == 0) ? fl : cl;
     rb->buf = NULL;
 
     if (rb->temp_file) {

@@ -1052,6 +1052,11 @@ class Memory(GatewayTestCase):
             proxy_max_temp_file_size 2048m;
             proxy_pass http://127.0.0.1:{rec}/;
         }}
+        location /jin/ {{
+            oip on;
+            oip_upstream_inputs json;
+            proxy_pass http://127.0.0.1:{rec}/;
+        }}
         location /jbig/ {{
             oip on;
             oip_upstream_outputs json;
@@ -1091,6 +1096,27 @@ class Memory(GatewayTestCase):
         self.assertLessEqual(grown, 64 * 1024,
                              "the worker grew by %d KB" % grown)
         self.assertEqual(files_left(self.ngx), 0)
+
+    def test_json_request_rss(self):
+        """A 48 MB binary body made JSON for the upstream (132 MB of it):
+        the JSON is written to the file whole, not built in memory; the
+        worker grows by 64 MB at most."""
+        n = 12 * 1024 * 1024
+        head = json.dumps({"inputs": [
+            {"name": "I", "datatype": "FP32", "shape": [n],
+             "parameters": {"binary_data_size": 4 * n}}]}).encode()
+        body = head + struct.pack("<f", 1.2345678) * n
+        pid, before = self.reset_peak()
+        st, _, out = self.ngx.post("/jin/v2/models/m/infer", body,
+                                   {IHCL: str(len(head))}, timeout=120)
+        self.assertEqual(st, 200, out)
+        grown = status_kb(pid, "VmHWM") - before
+        sent = self.rec.last()["body"]
+        self.rec.clear()
+        self.assertGreater(len(sent), 10 * n)
+        self.assertTrue(sent.endswith(b"1.2345678]}]}"), sent[-40:])
+        self.assertLessEqual(grown, 64 * 1024,
+                             "the worker grew by %d KB" % grown)
 
     def test_gzip_rss_128mb(self):
         """A gzip body of 128 MB inflated (1 MB sent) is inflated to a
