@@ -1262,6 +1262,105 @@ class FlowRuntimes(LogCase):
                                  ["data"]), 40000)
 
 
+class Everything(LogCase):
+    """The rest on the files' path, in front of the example runtime's
+    Triton family: the model's signature (identity_fp32: INPUT0 FP32
+    [-1]) checks and re-types a body through files as in memory, its
+    misfit refused with nothing sent; the variables and the metrics
+    count it as the memory path does."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.rt = cls.start_runtime("triton")
+        http = """
+    oip_metrics_zone zone=metrics:1m models=4;
+    oip_signature_zone zone=models:1m;
+    log_format vars '$oip_model $oip_inputs $oip_elements $oip_tensor_bytes '
+                    '$oip_in_form $oip_upstream_form $oip_reason';
+"""
+        meta = """
+        location /_oip_meta/ {{
+            internal;
+            proxy_pass http://127.0.0.1:{rt}/;
+            proxy_pass_request_body off;
+            proxy_pass_request_headers off;
+            proxy_set_header Content-Length "";
+            subrequest_output_buffer_size 64k;
+        }}
+        location = /metrics {{
+            oip_metrics;
+        }}
+"""
+        sig = ("oip_signatures /_oip_meta zone=models;\n"
+               "            oip_signature_coerce on;\n"
+               "            access_log {dir}/vars.log vars;")
+        server = ("client_max_body_size 64m;\n" + meta
+                  + location("files", "rt", "64k", "binary", sig)
+                  + location("memory", "rt", "1024m", "binary", sig))
+        cls.ngx = cls.start_nginx(server, http=http, log_level="debug",
+                                  rt=cls.rt.port)
+
+    def counted(self, n):
+        """oip_requests_total's samples once n requests are counted."""
+        def scrape():
+            body = self.ngx.request("GET", "/metrics")[2].decode()
+            return [l for l in body.splitlines()
+                    if l.startswith("oip_requests_total{")]
+        return wait_for(scrape, lambda ls: sum(
+            float(l.rsplit(" ", 1)[1]) for l in ls) >= n)
+
+    def vars_lines(self, n):
+        path = os.path.join(self.ngx.dir, "vars.log")
+
+        def lines():
+            try:
+                with open(path) as f:
+                    return f.read().splitlines()
+            except OSError:
+                return []
+        return wait_for(lines, lambda ls: len(ls) >= n)
+
+    def test_signature_metrics_variables(self):
+        rnd = random.Random(32)
+        n = 40000
+        # FP64 declared, FP32 the signature's: re-typed, as in memory
+        good = json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "FP64", "shape": [n],
+             "data": values("FP32", n, rnd)}]}).encode()
+        bad = json.dumps({"inputs": [
+            {"name": "INPUT0", "datatype": "FP32", "shape": [n],
+             "data": values("FP32", n, rnd)},
+            {"name": "EXTRA", "datatype": "FP32", "shape": [1],
+             "data": [1.0]}]}).encode()
+        got = {}
+        for path in ("files", "memory"):
+            start = self.log_size()
+            st, _, out = self.ngx.post("/%s/v2/models/identity_fp32/infer"
+                                       % path, good)
+            self.assertEqual(st, 200, out[:300])
+            got[path] = out
+            resp = self.ngx.post("/%s/v2/models/identity_fp32/infer"
+                                 % path, bad)
+            self.assertJSONError(resp, 400, "EXTRA")
+            got[path + "-bad"] = resp[2]
+            self.assertEqual(self.log_since(start).count("bytes mapped"),
+                             2 if path == "files" else 0)
+        self.assertEqual(got["files"], got["memory"])
+        self.assertEqual(got["files-bad"], got["memory-bad"])
+        lines = self.vars_lines(4)
+        self.assertEqual(lines[0], lines[2])
+        self.assertEqual(lines[1], lines[3])
+        self.assertTrue(lines[0].startswith("identity_fp32 1 40000 160000 "),
+                        lines[0])
+        self.assertTrue(lines[1].endswith(" signature"), lines[1])
+        samples = self.counted(4)
+        for line in ('{model="identity_fp32",outcome="converted",code="200"}'
+                     ' 2', '{model="identity_fp32",outcome="rejected",'
+                     'code="400"} 2'):
+            self.assertIn("oip_requests_total" + line, samples)
+        self.assertEqual(files_left(self.ngx), 0)
+
+
 class DiskFull(GatewayTestCase):
     """The converted body's file, or an answer's, cannot be written: a
     small tmpfs where the test may mount one (root); elsewhere the tests
