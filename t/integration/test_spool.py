@@ -30,6 +30,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from oiptest import (GatewayTestCase, IHCL, heavy, plain_only, run_tests,
                      wait_for)
+from test_signatures import META
 
 MAIN = "thread_pool oip threads=2;"
 
@@ -1278,15 +1279,9 @@ class Everything(LogCase):
     log_format vars '$oip_model $oip_inputs $oip_elements $oip_tensor_bytes '
                     '$oip_in_form $oip_upstream_form $oip_reason';
 """
-        meta = """
-        location /_oip_meta/ {{
-            internal;
-            proxy_pass http://127.0.0.1:{rt}/;
-            proxy_pass_request_body off;
-            proxy_pass_request_headers off;
-            proxy_set_header Content-Length "";
-            subrequest_output_buffer_size 64k;
-        }}
+        # the signatures' metadata location, as test_signatures makes it
+        meta = META.format(name="", port=cls.rt.port, timeout="2s").replace(
+            "{", "{{").replace("}", "}}") + """
         location = /metrics {{
             oip_metrics;
         }}
