@@ -182,7 +182,7 @@ static int
 oip_envelope_output(oip_msg_t *m, oip_out_t *o, oip_item_t *it)
 {
     size_t    i, n;
-    uint8_t   num[24];
+    uint8_t   num[OIP_NUM_MAX];
 
     n = oip_json_escape(NULL, it->name.data, it->name.len);
 

@@ -319,7 +319,7 @@ oip_gres_shape(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
 {
     int        rc;
     size_t     i, n;
-    uint8_t    num[24];
+    uint8_t    num[OIP_NUM_MAX];
     uint64_t  *dims;
 
     if (oip_pbr_shape(c, msg, len, field, &dims, &n) != 0) {

@@ -276,7 +276,7 @@ oip_gres_params(oip_ctx_t *c, oip_out_t *o, const uint8_t *msg, size_t len,
 {
     int        rc, n;
     double     d;
-    uint8_t    num[40];
+    uint8_t    num[OIP_NUM_MAX];
     oip_pbr_t  r, e, v;
     oip_pbf_t  f, ef, vf, key, val;
 
