@@ -195,6 +195,13 @@ struct oip_msg_s {
     /* another wire format, written from the items (NULL: by the edits) */
     int                  (*target)(oip_msg_t *m, oip_result_t *res);
 
+    /*
+     * with a sink, the target's bytes kept before each tensor's in its
+     * file, for a tensor of len bytes (gRPC: its field's tag and length);
+     * NULL: none
+     */
+    size_t               (*lead)(uint64_t len);
+
     /* where the OIP_EDIT_SLOT's bytes were written, or NULL */
     uint8_t               *slot;
     size_t                 slot_len;
@@ -264,6 +271,7 @@ oip_item_t *oip_msg_item_add(oip_msg_t *m);
 int oip_item_spool(oip_msg_t *m, oip_item_t *it, oip_json_t *j,
     const oip_tensor_t *t);
 void oip_item_reserve(oip_msg_t *m, oip_item_t *it);
+int oip_item_copy(oip_msg_t *m, oip_item_t *it);
 int oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
 int oip_msg_chunks_planned(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
 

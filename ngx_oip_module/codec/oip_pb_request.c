@@ -72,6 +72,9 @@ typedef struct {
 
     oip_ginput_t          *out;        /* only name and parameters */
     size_t                 nout;
+
+    unsigned               sunk:1;     /* raw contents in the sink's
+                                          file, not written here */
 } oip_greq_t;
 
 
@@ -87,6 +90,7 @@ static int oip_greq_param_list(oip_greq_t *q, oip_gparams_t *ps,
 static int oip_greq_typed(oip_greq_t *q, oip_ginput_t *t);
 static void oip_greq_write(oip_greq_t *q, oip_pb_t *w);
 static int oip_greq_top(oip_greq_t *q, oip_req_t *rq);
+static int oip_greq_leads(oip_greq_t *q, oip_msg_t *m);
 static uint8_t *oip_greq_varint10(uint8_t *p, uint64_t v);
 static void oip_greq_params_write(oip_pb_t *w, unsigned field,
     const oip_gparams_t *ps, uint8_t **slot);
@@ -99,7 +103,7 @@ static size_t oip_greq_tensor_write(oip_greq_t *q, oip_pb_t *w,
 int
 oip_request_grpc(oip_msg_t *m, oip_result_t *res)
 {
-    size_t       i, total;
+    size_t       i, total, spooled;
     uint8_t      frame[5];
     oip_pb_t     w;
     oip_out_t    o;
@@ -110,6 +114,10 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
     q.g = m->opt->grpc;
     q.m = m;
     q.c = &m->c;
+
+    /* with a sink, the raw contents are in its file, after the rest */
+    q.sunk = (m->c.sink != NULL && m->lead != NULL);
+    spooled = q.sunk ? m->sink_off : 0;
 
     if (oip_greq_items(&q, m->data) != 0
         || oip_greq_inputs(&q, m) != 0)
@@ -127,12 +135,16 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
 
     memset(&w, 0, sizeof(oip_pb_t));
     oip_greq_write(&q, &w);
-    total = w.n;
+    total = w.n + spooled;
 
     if (total > q.g->max_message) {
         return oip_fail(q.c, 413, OIP_REASON_LIMIT, "the gRPC message of %zu "
                         "bytes exceeds oip_grpc_max_message (%zu bytes)",
                         total, q.g->max_message);
+    }
+
+    if (q.sunk && oip_greq_leads(&q, m) != 0) {
+        return -1;
     }
 
     oip_out_init(&o, q.c, 4096);
@@ -152,23 +164,84 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
         return -1;
     }
 
-    if (w.n != total + 5) {
+    if (w.n + spooled != total + 5) {
         return oip_fail(q.c, 500, OIP_REASON_OTHER, "internal error in the "
                         "gRPC encoder");
     }
 
     res->segs = o.segs;
     res->nsegs = o.nsegs;
-    res->body_len = o.total;
+    res->header_len = q.sunk ? o.total : 0;
+    res->spooled = spooled;
+    res->body_len = o.total + spooled;
     res->deadline_at = q.params.slot;
     res->deadline_len = q.params.slot ? 10 : 0;
     res->deadline_pb = (q.params.slot != NULL);
-    res->header_len = 0;
     res->binary = 0;
     res->rewritten = 1;
     res->content_type = OIP_TYPE_GRPC;
 
     return 0;
+}
+
+
+/*
+ * With a sink, ModelInferRequest's raw_input_contents (7) end the
+ * message from its file: each input's bytes there, in the order of the
+ * inputs, led by the tag and length written here into the place the
+ * pass kept (oip_request_grpc_lead()); the chunks that stay binary are
+ * copied into theirs.  The message is the one memory would write, byte
+ * for byte.
+ */
+
+size_t
+oip_request_grpc_lead(uint64_t len)
+{
+    return 1 + oip_pb_varint_len(len);
+}
+
+
+static int
+oip_greq_leads(oip_greq_t *q, oip_msg_t *m)
+{
+    size_t       i, n;
+    uint8_t      lead[16], *p;
+    uint64_t     end;
+    oip_item_t  *it;
+
+    end = 0;
+
+    for (i = 0; i < q->nin; i++) {
+        it = &m->items[i];
+
+        p = lead;
+        *p++ = (uint8_t) ((7 << 3) | OIP_PB_LEN);
+        p = oip_pb_varint_put(p, q->in[i].size);
+        n = p - lead;
+
+        /* each where the one before ends */
+
+        if ((!it->spooled && !it->reserved) || it->sink_at - n != end) {
+            goto misplaced;
+        }
+
+        end = it->sink_at + q->in[i].size;
+
+        if (oip_sink_write(q->c, lead, n, it->sink_at - n) != 0
+            || (it->reserved && oip_item_copy(m, it) != 0))
+        {
+            return -1;
+        }
+    }
+
+    if (end == m->sink_off) {
+        return 0;
+    }
+
+misplaced:
+
+    return oip_fail(q->c, 500, OIP_REASON_OTHER, "internal error: raw "
+                    "contents out of their places");
 }
 
 
@@ -646,7 +719,7 @@ oip_greq_write(oip_greq_t *q, oip_pb_t *w)
         oip_greq_params_write(w, 2, &q->out[i].params, NULL);
     }
 
-    if (q->g->typed) {
+    if (q->g->typed || q->sunk) {
         return;
     }
 

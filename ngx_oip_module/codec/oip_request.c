@@ -100,15 +100,21 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     }
 
     /*
-     * Tensors to the caller's file: REST bodies; an encoded one inflated
-     * to a file first, if the caller can map it
+     * Tensors to the caller's file: REST bodies and raw contents (typed
+     * ones are written from memory); an encoded body inflated to a file
+     * first, if the caller can map it
      */
 
-    if (opt->sink && opt->sink->block >= 64 && opt->grpc == NULL
+    if (opt->sink && opt->sink->block >= 64
+        && (opt->grpc == NULL || !opt->grpc->typed)
         && (f->encoding == OIP_ENC_NONE || opt->sink->remap))
     {
         c->sink = opt->sink;
         c->told = body;
+
+        if (opt->grpc) {
+            rq.m.lead = oip_request_grpc_lead;
+        }
     }
 
     /*

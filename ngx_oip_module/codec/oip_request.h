@@ -96,5 +96,11 @@ int oip_request_digest(oip_req_t *rq);
  */
 int oip_request_grpc(oip_msg_t *m, oip_result_t *res);
 
+/*
+ * With a sink, raw contents are in its file, each led by its field's tag
+ * and length: the bytes that lead a tensor of len bytes (m->lead).
+ */
+size_t oip_request_grpc_lead(uint64_t len);
+
 
 #endif /* _OIP_REQUEST_H_INCLUDED_ */

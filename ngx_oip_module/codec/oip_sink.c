@@ -14,6 +14,13 @@
 #include "oip_message.h"
 
 
+static int oip_item_measure(oip_msg_t *m, oip_json_t *j,
+    const oip_tensor_t *t, uint64_t *len);
+static int oip_count_write(void *data, const uint8_t *p, size_t len,
+    uint64_t off);
+static void oip_count_behind(void *data, const uint8_t *p);
+
+
 /*
  * A tensor made binary with a sink: its bytes go to the sink's file, in
  * the order of the tensors, through one window of the sink's block (or,
@@ -26,15 +33,32 @@ oip_item_spool(oip_msg_t *m, oip_item_t *it, oip_json_t *j,
 {
     int         rc;
     size_t      size;
+    uint64_t    len;
     oip_out_t   w;
     oip_win_t   win;
 
-    it->sink_at = m->sink_off;
     it->spooled = 1;
     it->chunk = NULL;
     it->nchunk = 0;
 
     size = oip_dtypes[t->dt].size;
+
+    if (m->lead) {
+        /* BYTES are measured first: their length leads them */
+
+        if (size == 0) {
+            if (oip_item_measure(m, j, t, &len) != 0) {
+                return -1;
+            }
+
+        } else {
+            len = t->count * size;
+        }
+
+        m->sink_off += m->lead(len);
+    }
+
+    it->sink_at = m->sink_off;
 
     if (size == 0) {
         oip_out_init(&w, &m->c, 0);
@@ -107,9 +131,118 @@ oip_item_reserve(oip_msg_t *m, oip_item_t *it)
         return;
     }
 
+    if (m->lead) {
+        m->sink_off += m->lead(it->bds_size);
+    }
+
     it->sink_at = m->sink_off;
     it->reserved = 1;
     m->sink_off += it->bds_size;
+}
+
+
+/*
+ * BYTES made binary once without a byte kept, for their length: the
+ * target's lead goes before them in the sink's file.  What the pass
+ * counts and tells is left as it was.
+ */
+
+static int
+oip_item_measure(oip_msg_t *m, oip_json_t *j, const oip_tensor_t *t,
+    uint64_t *len)
+{
+    int                rc;
+    size_t             counted;
+    uint64_t           off;
+    oip_out_t          w;
+    oip_json_t         sub;
+    oip_sink_t         count;
+    const uint8_t     *told;
+    const oip_sink_t  *sink;
+
+    sink = m->c.sink;
+    counted = m->c.tensor_bytes;
+    told = m->c.told;
+
+    count = *sink;
+    count.data = len;
+    count.write = oip_count_write;
+    count.behind = oip_count_behind;
+    count.drop = NULL;
+
+    *len = 0;
+    off = 0;
+    m->c.sink = &count;
+
+    oip_msg_sub(m, &sub, j->p);
+    oip_out_init(&w, &m->c, 0);
+    oip_out_sink(&w, &off);
+
+    rc = oip_data_to_binary(&sub, t, NULL, &w);
+
+    if (rc == 0) {
+        rc = oip_out_cut(&w);
+    }
+
+    oip_free(&m->c, w.block);
+    oip_json_done(&sub);
+
+    m->c.sink = sink;
+    m->c.tensor_bytes = counted;
+    m->c.told = told;
+
+    return rc;
+}
+
+
+static int
+oip_count_write(void *data, const uint8_t *p, size_t len, uint64_t off)
+{
+    (void) p;
+    (void) off;
+
+    *(uint64_t *) data += len;
+
+    return 0;
+}
+
+
+/* what is read again is read once more: its pages stay */
+
+static void
+oip_count_behind(void *data, const uint8_t *p)
+{
+    (void) data;
+    (void) p;
+}
+
+
+/*
+ * A chunk that stays binary copied to the place kept for it in the
+ * sink's file, its pages let go as they are read.
+ */
+
+int
+oip_item_copy(oip_msg_t *m, oip_item_t *it)
+{
+    size_t          n, len;
+    const uint8_t  *p;
+
+    p = it->bin;
+    len = it->bds_size;
+
+    for (n = 0; n < len; n += m->c.sink->block) {
+        if (oip_sink_write(&m->c, p + n, oip_min(len - n, m->c.sink->block),
+                           it->sink_at + n)
+            != 0)
+        {
+            return -1;
+        }
+
+        oip_progress(&m->c, p + oip_min(len, n + m->c.sink->block));
+    }
+
+    return 0;
 }
 
 
@@ -123,9 +256,8 @@ oip_item_reserve(oip_msg_t *m, oip_item_t *it)
 int
 oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
 {
-    size_t          i, n, len;
-    oip_item_t     *it;
-    const uint8_t  *p;
+    size_t       i;
+    oip_item_t  *it;
 
     if (oip_out_cut(o) != 0) {
         return -1;
@@ -171,19 +303,8 @@ oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
 
         res->binary = 1;
 
-        p = it->bin;
-        len = it->bds_size;
-
-        for (n = 0; n < len; n += m->c.sink->block) {
-            if (oip_sink_write(&m->c, p + n,
-                               oip_min(len - n, m->c.sink->block),
-                               it->sink_at + n)
-                != 0)
-            {
-                return -1;
-            }
-
-            oip_progress(&m->c, p + oip_min(len, n + m->c.sink->block));
+        if (oip_item_copy(m, it) != 0) {
+            return -1;
         }
     }
 

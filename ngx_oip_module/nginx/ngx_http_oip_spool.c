@@ -153,11 +153,11 @@ ngx_http_oip_spool_in(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
 
 /*
- * A body in nginx's file alone, above oip_buffer, of the REST call whose
- * tensors the codec writes: not emulated generate, not for gRPC (one
- * message in memory, bounded by oip_grpc_max_message).  A gzip body
- * counts the size its trailer says when that is larger: JSON compresses
- * tenfold and more.
+ * A body in nginx's file alone, above oip_buffer, of the call whose
+ * tensors the codec writes: not emulated generate (a prompt), not for
+ * gRPC's typed contents (written from memory, bounded by
+ * oip_grpc_max_message).  A gzip body counts the size its trailer says
+ * when that is larger: JSON compresses tenfold and more.
  */
 
 static ngx_int_t
@@ -203,11 +203,13 @@ ngx_http_oip_spool_wanted(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     if (ctx->req.rpc != OIP_RPC_MODEL_INFER
         || ctx->req.generate == NGX_HTTP_OIP_GEN_EMULATE
-        || olcf->transport != &ngx_http_oip_http_transport)
+        || (olcf->transport != &ngx_http_oip_http_transport
+            && (olcf->transport != &ngx_http_oip_grpc_transport
+                || olcf->grpc_typed)))
     {
         ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                        "oip: a large body read into memory: generate or "
-                       "gRPC");
+                       "gRPC's typed contents");
         return NGX_DECLINED;
     }
 
@@ -466,7 +468,7 @@ ngx_http_oip_spool_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     oip_result_t *res)
 {
     size_t                    i;
-    u_char                   *p;
+    u_char                   *p, *at;
     ngx_buf_t                *b, *f;
     ngx_chain_t              *cl, *fl;
     ngx_http_oip_spool_t     *sp;
@@ -489,6 +491,16 @@ ngx_http_oip_spool_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     b->pos = p;
 
     for (i = 0; i < res->nsegs; i++) {
+        at = ctx->req.deadline_at;
+
+        /* the deadline is written where it went when the request leaves */
+
+        if (at >= (u_char *) res->segs[i].data
+            && at < (u_char *) res->segs[i].data + res->segs[i].len)
+        {
+            ctx->req.deadline_at = p + (at - (u_char *) res->segs[i].data);
+        }
+
         p = ngx_cpymem(p, res->segs[i].data, res->segs[i].len);
     }
 

@@ -167,7 +167,9 @@ SPOOL = [("memory", "JSON request made binary, in memory"),
          ("gzmemory", "gzip request, inflated in memory"),
          ("gzspool", "... inflated to a file (oip_buffer 16m)"),
          ("ajmem", "JSON answer made binary, held in memory"),
-         ("ajfile", "... held in files (oip_buffer 16m)")]
+         ("ajfile", "... held in files (oip_buffer 16m)"),
+         ("gmemory", "JSON request made gRPC, in memory"),
+         ("grpc", "... its raw contents from a file (oip_buffer 16m)")]
 
 
 def spool(data, out, work):

@@ -9,7 +9,9 @@
  * REST, which the REST pipeline must then read as it is.  Requests: a
  * body through oip_request_process() with opt.grpc (inputs binary),
  * which writes the ModelInferRequest from its items: its frame prefix
- * must say its length.
+ * must say its length; without failed allocations, raw contents once
+ * more with a sink of a small block (oip_buffer's path): the same
+ * verdict and the same message, its raw contents in the sink's file.
  *
  * The input: a config of FZ_GRPC_CONFIG bytes, then the body.
  *
@@ -39,6 +41,8 @@ static void fz_grpc_answer(const u_char *c, const u_char *p, size_t len,
     arena_t *arena, oip_alloc_t *alloc);
 static void fz_grpc_request(const u_char *c, const u_char *p, size_t len,
     arena_t *arena, oip_alloc_t *alloc);
+static void fz_grpc_sink_same(const oip_result_t *call, oip_options_t *opt,
+    oip_framing_t *framing, const u_char *p, size_t len);
 static void fz_status_check(const oip_result_t *res, const arena_t *arena,
     int allowed);
 
@@ -217,6 +221,10 @@ fz_grpc_request(const u_char *c, const u_char *p, size_t len, arena_t *arena,
 
     fz_status_check(&call, arena, 400);
 
+    if (!g.typed && !(c[0] & 0x08)) {
+        fz_grpc_sink_same(&call, &opt, &framing, p, len);
+    }
+
     if (call.status != 0) {
         return;
     }
@@ -235,6 +243,30 @@ fz_grpc_request(const u_char *c, const u_char *p, size_t len, arena_t *arena,
     fz_assert(call.segs[0].data[0] == 0, "a compressed frame");
     fz_assert(n == call.body_len - 5, "the frame prefix is not the length");
     fz_assert(call.body_len - 5 <= g.max_message, "over max_message");
+}
+
+
+static void
+fz_grpc_sink_same(const oip_result_t *call, oip_options_t *opt,
+    oip_framing_t *framing, const u_char *p, size_t len)
+{
+    arena_t        arena;
+    fz_spool_t     fs;
+    oip_sink_t     sink;
+    oip_alloc_t    alloc;
+    oip_result_t   res;
+
+    arena_init(&arena, &alloc);
+    fz_spool_init(&sink, &fs, len);
+
+    opt->sink = &sink;
+    oip_request_process(&res, &alloc, opt, framing, p, len);
+    opt->sink = NULL;
+
+    fz_spooled_same(call, &res, &fs);
+
+    fz_spool_free(&fs);
+    arena_destroy(&arena);
 }
 
 

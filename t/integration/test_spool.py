@@ -28,8 +28,8 @@ import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
-from oiptest import (GatewayTestCase, IHCL, heavy, plain_only, run_tests,
-                     wait_for)
+from oiptest import (GatewayTestCase, IHCL, grpc_drop_server, heavy,
+                     plain_only, run_tests, wait_for)
 from test_signatures import META
 
 MAIN = "thread_pool oip threads=2;"
@@ -331,6 +331,28 @@ class Spool(LogCase):
             self.assertJSONError(resp, 400)
             self.assertEqual(self.rec.requests, [])
             self.assertEqual(files_left(self.ngx), 0)
+
+    def test_deadline(self):
+        """What is left of the client's timeout is written where the
+        JSON went, not where the pass wrote it."""
+        rnd = random.Random(11)
+        for form in ("json", "binary"):
+            ins = [("A", "FP32", [30000], values("FP32", 30000, rnd),
+                    None)]
+            if form == "binary":
+                ins.append(("B", "FP32", [2], None,
+                            binary_chunk("FP32", [1.0, 2.0])))
+            body, hdrs = binary_request(ins)
+            doc = json.loads(body[:int(hdrs.get(IHCL, len(body)))])
+            doc["parameters"] = {"timeout": 60000000}
+            head = json.dumps(doc).encode()
+            body = head + body[int(hdrs.get(IHCL, len(body))):]
+            if form == "binary":
+                hdrs = {IHCL: str(len(head))}
+            got = self.sent("/spool/v2/models/m/infer", body, hdrs)
+            left = json.loads(got[0][:int(got[2])])["parameters"]["timeout"]
+            self.assertLess(left, 60000000)
+            self.assertGreater(left, 30000000)
 
     def test_runtime_gone(self):
         """An upstream that cannot be reached: 502, no file left."""
@@ -1070,9 +1092,18 @@ class Memory(GatewayTestCase):
             oip_thread_pool oip threshold=1m;
             proxy_pass http://127.0.0.1:{rec}/;
         }}
+        location /gbig/ {{
+            oip on;
+            oip_upstream_protocol grpc;
+            oip_grpc_max_message 1024m;
+            rewrite ^/gbig(/.*)$ $1 break;
+            grpc_pass grpc://127.0.0.1:{grpc};
+        }}
 """
+        grpc_port, grpc_server = grpc_drop_server()
+        cls._stoppers.append(lambda: grpc_server.stop(None))
         cls.ngx = cls.start_nginx(server, main=MAIN, log_level="debug",
-                                  rec=cls.rec.port)
+                                  rec=cls.rec.port, grpc=grpc_port)
 
     def reset_peak(self):
         """The one worker, its peak RSS reset, and its RSS in KB."""
@@ -1094,6 +1125,20 @@ class Memory(GatewayTestCase):
         self.rec.clear()
         ihcl = int(req["headers"][IHCL.lower()])
         self.assertEqual(len(req["body"]) - ihcl, 4 * count)
+        self.assertLessEqual(grown, 64 * 1024,
+                             "the worker grew by %d KB" % grown)
+        self.assertEqual(files_left(self.ngx), 0)
+
+    def test_grpc_rss_128mb(self):
+        """A 128 MB body translated to gRPC: the raw contents from the
+        converted file, the worker grown by 64 MB at most (in memory:
+        the body and the message: 226 MB)."""
+        count, body = big_fp32(128 * 1024 * 1024)
+        pid, before = self.reset_peak()
+        st, _, out = self.ngx.post("/gbig/v2/models/m/infer", body,
+                                   timeout=120)
+        self.assertEqual(st, 200, out)
+        grown = status_kb(pid, "VmHWM") - before
         self.assertLessEqual(grown, 64 * 1024,
                              "the worker grew by %d KB" % grown)
         self.assertEqual(files_left(self.ngx), 0)
@@ -1353,6 +1398,198 @@ class Everything(LogCase):
                      ' 2', '{model="identity_fp32",outcome="rejected",'
                      'code="400"} 2'):
             self.assertIn("oip_requests_total" + line, samples)
+        self.assertEqual(files_left(self.ngx), 0)
+
+
+class Grpc(LogCase):
+    """A body above oip_buffer translated to gRPC goes through files too:
+    the raw contents end the ModelInferRequest from the converted file,
+    each led by its field's tag and length, and the message is byte for
+    byte the one memory writes (the example gRPC runtime keeps each
+    message as its bytes came: OIP_GOLDEN_DIR).  oip_grpc_max_message
+    and a late refusal refuse as in memory, with nothing sent; the
+    client's deadline goes upstream as what is left of it; typed
+    contents stay in memory."""
+
+    @classmethod
+    def setUpGateway(cls):
+        cls.golden = tempfile.mkdtemp(prefix="oip-spool-grpc-")
+        cls.rt = cls.start_grpc_runtime(["--max-message", str(256 << 20)],
+                                        env={"OIP_GOLDEN_DIR": cls.golden})
+        cls.typed = cls.start_grpc_runtime(
+            ["--contents", "typed", "--max-message", str(256 << 20)])
+
+        def loc(path, buffer, rt="rt", extra="", most="128m"):
+            return """
+        location /%s/ {{
+            oip on;
+            oip_buffer %s;
+            oip_grpc_max_message %s;
+            client_body_buffer_size 16k;
+            %s
+            rewrite ^/%s(/.*)$ $1 break;
+            grpc_pass grpc://127.0.0.1:{%s};
+        }}
+""" % (path, buffer, most, extra, path, rt)
+        server = ("client_max_body_size 256m;\n"
+                  "        oip_upstream_protocol grpc;\n"
+                  + loc("files", "64k") + loc("memory", "1024m")
+                  + loc("fraw", "64k", "rt", "oip_raw_input INPUT0 FP32 -1;")
+                  + loc("mraw", "1024m", "rt",
+                        "oip_raw_input INPUT0 FP32 -1;")
+                  + loc("fsmall", "64k", most="1m")
+                  + loc("msmall", "1024m", most="1m")
+                  + loc("ftyped", "64k", "typed",
+                        "oip_grpc_contents typed;")
+                  + loc("mtyped", "1024m", "typed",
+                        "oip_grpc_contents typed;"))
+        cls.ngx = cls.start_nginx(server, log_level="debug",
+                                  rt=cls.rt.port, typed=cls.typed.port)
+        cls.n = 0
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        subprocess.call(["rm", "-rf", cls.golden])
+
+    def post(self, path, body, headers=None, model="identity",
+             call="infer"):
+        """(status, headers, client's answer, the message the runtime
+        got or None, whether the body went through files)."""
+        type(self).n += 1
+        n = str(type(self).n)
+        start = self.log_size()
+        st, h, out = self.ngx.post("/%s/v2/models/%s/%s"
+                                   % (path, model, call), body,
+                                   dict(headers or {},
+                                        **{"X-Oip-Golden": n}))
+        mapped = bool(re.search(r"oip: body of \d+ bytes mapped",
+                                self.log_since(start)))
+        pb = os.path.join(self.golden, n + ".pb")
+        msg = None
+        if os.path.exists(pb):
+            # written before the runtime answered
+            with open(pb, "rb") as f:
+                msg = f.read()
+        return st, h, out, msg, mapped
+
+    def same(self, a, b, body, headers=None):
+        got = self.post(a, body, headers)
+        want = self.post(b, body, headers)
+        self.assertEqual(got[0], 200, got[2][:300])
+        self.assertEqual(want[0], 200, want[2][:300])
+        self.assertEqual((got[4], want[4]), (True, False))
+        self.assertEqual(len(got[3]), len(want[3]))
+        self.assertTrue(got[3] == want[3], "messages differ")
+        self.assertEqual(got[2], want[2])
+        self.assertEqual(files_left(self.ngx), 0)
+        return got
+
+    def test_every_datatype(self):
+        """Every datatype's JSON data made raw contents, FP32 crossing
+        the 64k window many times, BYTES measured before they are
+        written."""
+        rnd = random.Random(41)
+        inputs = []
+        for i, dt in enumerate(DTYPES):
+            n = {"FP32": 30000, "BYTES": 8000}.get(dt, 1000)
+            vals = values(dt, n, rnd)
+            if i % 2:
+                data = [vals[k:k + 10] for k in range(0, n, 10)]
+                shape = [n // 10, 10]
+            else:
+                data, shape = vals, [n]
+            inputs.append({"name": "IN_%s" % dt, "datatype": dt,
+                           "shape": shape, "data": data})
+        body = json.dumps({"id": "all", "parameters": {"k": "v"},
+                           "inputs": inputs,
+                           "outputs": [{"name": "IN_FP32"},
+                                       {"name": "IN_BYTES"}]}).encode()
+        self.same("files", "memory", body)
+
+    def test_mixed_gzip_raw(self):
+        """Binary chunks copied into their places between JSON made
+        binary; a gzip body inflated to a file first; a raw body given
+        its header; an empty tensor's entry."""
+        rnd = random.Random(42)
+        ins = []
+        for i, dt in enumerate(["FP32", "INT8", "BYTES", "FP16", "INT64",
+                                "BYTES", "FP32"]):
+            vals = values(dt, 8000, rnd)
+            if i % 2 == 0 and dt != "FP16":
+                ins.append(("X%d" % i, dt, [8000], None,
+                            binary_chunk(dt, vals)))
+            else:
+                ins.append(("X%d" % i, dt, [8000], vals, None))
+        ins.append(("EMPTY", "FP32", [0], [], None))
+        body, hdrs = binary_request(ins)
+        self.same("files", "memory", body, hdrs)
+        plain = json.dumps({"inputs": [
+            {"name": "Z", "datatype": "FP32", "shape": [60000],
+             "data": values("FP32", 60000, rnd)}]}).encode()
+        self.same("files", "memory", gzip.compress(plain),
+                  {"Content-Encoding": "gzip"})
+        raw = struct.pack("<50000f", *range(50000))
+        got = self.same("fraw", "mraw", raw, {IHCL: "0"})
+        self.assertEqual(got[3][-len(raw):], raw)
+
+    def test_refused_as_in_memory(self):
+        """A message over oip_grpc_max_message, and a misfit at the very
+        end of a body: the same 4xx, word for word, nothing sent, no file
+        left."""
+        rnd = random.Random(43)
+        big = json.dumps({"inputs": [
+            {"name": "A", "datatype": "FP64", "shape": [200000],
+             "data": values("FP64", 200000, rnd)}]}).encode()
+        head = json.dumps({"inputs": [
+            {"name": "A", "datatype": "FP32", "shape": [20000],
+             "data": values("FP32", 20000, rnd)}]}).encode()
+        late = head[:-2] + (b',{"name":"Z","datatype":"FP32","shape":[3],'
+                            b'"data":[1,2]}]}')
+        for a, b, body, status, words in (
+                ("fsmall", "msmall", big, 413, "oip_grpc_max_message"),
+                ("files", "memory", late, 400, "'Z'")):
+            got = self.post(a, body)
+            want = self.post(b, body)
+            self.assertJSONError(got[:3], status, words)
+            self.assertEqual((got[3], want[3]), (None, None))
+            self.assertEqual((got[4], want[4]), (True, False))
+            self.assertEqual(got[2], want[2])
+            self.assertEqual(files_left(self.ngx), 0)
+
+    def test_deadline_and_typed(self):
+        """What is left of the client's timeout is written into the
+        message's JSON-free part, in memory; typed contents take the
+        memory path, converted the same."""
+        rnd = random.Random(44)
+        body = json.dumps({"parameters": {"timeout": 60000000},
+                           "inputs": [
+            {"name": "A", "datatype": "FP32", "shape": [30000],
+             "data": values("FP32", 30000, rnd)}]}).encode()
+        st, _, out, _, mapped = self.post("files", body)
+        self.assertEqual((st, mapped), (200, True), out[:300])
+        left = self.rt.received()[-1]["parameters"]["timeout"]
+        self.assertEqual(left["kind"], "int64_param")
+        self.assertLess(left["value"], 60000000)
+        self.assertGreater(left["value"], 30000000)
+        got = self.post("ftyped", body)
+        want = self.post("mtyped", body)
+        self.assertEqual((got[0], got[4]), (200, False), got[2][:300])
+        self.assertEqual(got[2], want[2])
+        self.assertEqual(files_left(self.ngx), 0)
+
+    def test_stream(self):
+        """ModelStreamInfer's request through files: the same events."""
+        rnd = random.Random(45)
+        body = json.dumps({"inputs": [
+            {"name": "A", "datatype": "INT16", "shape": [60000],
+             "data": values("INT16", 60000, rnd)}]}).encode()
+        got, want = [self.post(p, body, call="infer_stream")
+                     for p in ("files", "memory")]
+        self.assertEqual((got[0], got[4], want[4]), (200, True, False),
+                         got[2][:300])
+        self.assertIn(b"data: ", got[2])
+        self.assertEqual(got[2], want[2])
         self.assertEqual(files_left(self.ngx), 0)
 
 

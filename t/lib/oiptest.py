@@ -157,14 +157,15 @@ class GrpcRuntime:
     STUBS = os.path.join(tempfile.gettempdir(), "oip-grpc-stubs-%d"
                          % os.getuid())
 
-    def __init__(self, args=()):
+    def __init__(self, args=(), env=None):
         self.port = free_port()
         self.hook_port = free_port()
         self.proc = subprocess.Popen(
             [PYTHON, GRPC_RUNTIME, "--port", str(self.port),
              "--hook-port", str(self.hook_port), "--stubs", self.STUBS]
             + list(args),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env=dict(os.environ, **env) if env else None)
         wait_port(self.port, self.proc, timeout=60)
         wait_port(self.hook_port, self.proc, timeout=60)
 
@@ -188,6 +189,27 @@ class GrpcRuntime:
 
     def stop(self):
         Runtime.stop(self)
+
+
+def grpc_drop_server():
+    """A gRPC upstream that takes each ModelInferRequest as bytes, never
+    parsed, and answers a ModelInferResponse of its model's name alone,
+    in this process: (port, server; server.stop(None) ends it)."""
+    import grpc
+    from concurrent import futures
+
+    def infer(request, context):
+        return b"\x0a\x01m"
+
+    handler = grpc.method_handlers_generic_handler(
+        "inference.GRPCInferenceService",
+        {"ModelInfer": grpc.unary_unary_rpc_method_handler(infer)})
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2),
+                         options=[("grpc.max_receive_message_length", -1)])
+    server.add_generic_rpc_handlers((handler,))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return port, server
 
 
 class Recorder:
@@ -529,8 +551,8 @@ class GatewayTestCase(unittest.TestCase):
         return rt
 
     @classmethod
-    def start_grpc_runtime(cls, args=()):
-        rt = GrpcRuntime(args)
+    def start_grpc_runtime(cls, args=(), env=None):
+        rt = GrpcRuntime(args, env)
         cls._stoppers.append(rt.stop)
         return rt
 
