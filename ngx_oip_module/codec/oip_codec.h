@@ -414,11 +414,15 @@ typedef struct {
      * requests with a timeout: where the new body holds its value, for
      * the remaining budget to be written when the request leaves; the
      * width is fixed (JSON: digits, then spaces; gRPC, deadline_pb: a
-     * varint of 10 bytes), the budget never more than the client's
+     * varint of 10 bytes), the budget never more than the client's;
+     * with a sink, a place in the JSON written to its file is an offset
+     * there (deadline_filed, deadline_at NULL)
      */
     uint8_t               *deadline_at;
     size_t                 deadline_len;
+    uint64_t               deadline_off;
     unsigned               deadline_pb:1;
+    unsigned               deadline_filed:1;
 
     /*
      * requests: Triton's sequence batcher's request-level parameters:

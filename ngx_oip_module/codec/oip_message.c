@@ -148,6 +148,8 @@ oip_msg_run(oip_msg_t *m, oip_result_t *res)
 
     res->deadline_at = m->slot;
     res->deadline_len = m->slot_len;
+    res->deadline_off = m->slot_off;
+    res->deadline_filed = m->slot_filed;
 
     if (m->to_json && res->header_len > m->opt->max_json_size) {
         oip_fail(&m->c, 413, OIP_REASON_LIMIT, "%s would exceed "
@@ -1438,6 +1440,13 @@ oip_edit_write(oip_msg_t *m, oip_edit_t *e, oip_out_t *o)
 
         m->slot = o->pos;
         m->slot_len = e->len;
+
+        if (o->off) {
+            /* the block goes to the file at *off: the place is there */
+            m->slot = NULL;
+            m->slot_off = *o->off + (o->pos - o->block);
+            m->slot_filed = 1;
+        }
 
         return oip_out_write(o, e->text, e->len);
 

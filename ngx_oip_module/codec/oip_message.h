@@ -205,6 +205,9 @@ struct oip_msg_s {
     /* where the OIP_EDIT_SLOT's bytes were written, or NULL */
     uint8_t               *slot;
     size_t                 slot_len;
+    uint64_t               slot_off;     /* ... or, written to the sink's
+                                            file, its offset there */
+    unsigned               slot_filed:1;
 
     /* the body as it came, when it is also a file's (opt->body_file) */
     const uint8_t         *file;

@@ -875,7 +875,7 @@ ngx_http_oip_admission_leaves(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 {
     u_char    *p, *end;
     uint64_t   deadline, now, left;
-    u_char     digits[NGX_INT64_LEN];
+    u_char     digits[NGX_INT64_LEN], text[NGX_INT64_LEN];
 
     if (!ctx->vars.has_timeout || ctx->vars.timeout == 0) {
         return NGX_DECLINED;
@@ -889,15 +889,17 @@ ngx_http_oip_admission_leaves(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
         return ngx_http_oip_admission_expired(r, ctx, ctx->adm.queue_usec);
     }
 
-    p = ctx->req.deadline_at;
-
-    if (p == NULL) {
+    if (ctx->req.deadline_at == NULL && ctx->req.deadline_file == NULL) {
         return NGX_DECLINED;
     }
 
     ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: timeout %uL us, %uL left: forwarded",
                    ctx->vars.timeout, left);
+
+    /* written here, then where the body holds it: memory or its file */
+
+    p = text;
 
     if (ctx->req.deadline_pb) {
         /* a varint of ten bytes, as the codec wrote it */
@@ -909,19 +911,35 @@ ngx_http_oip_admission_leaves(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx)
 
         *p = (u_char) left;
 
+    } else {
+        /* fewer digits than the client's, or as many: spaces after */
+
+        end = ngx_sprintf(digits, "%uL", left);
+
+        if ((size_t) (end - digits) > ctx->req.deadline_len
+            || ctx->req.deadline_len > sizeof(text))
+        {
+            return NGX_DECLINED;
+        }
+
+        p = ngx_cpymem(p, digits, end - digits);
+        ngx_memset(p, ' ', ctx->req.deadline_len - (end - digits));
+    }
+
+    if (ctx->req.deadline_at) {
+        ngx_memcpy(ctx->req.deadline_at, text, ctx->req.deadline_len);
         return NGX_DECLINED;
     }
 
-    /* fewer digits than the client's, or as many: spaces after them */
-
-    end = ngx_sprintf(digits, "%uL", left);
-
-    if ((size_t) (end - digits) > ctx->req.deadline_len) {
-        return NGX_DECLINED;
+    if (ngx_write_file(ctx->req.deadline_file, text, ctx->req.deadline_len,
+                       ctx->req.deadline_off)
+        != (ssize_t) ctx->req.deadline_len)
+    {
+        /* the client's own deadline goes: the runtime's is later */
+        ngx_log_error(NGX_LOG_WARN, r->connection->log, 0,
+                      "oip: the remaining timeout could not be written "
+                      "to \"%V\"", &ctx->req.deadline_file->name);
     }
-
-    p = ngx_cpymem(p, digits, end - digits);
-    ngx_memset(p, ' ', ctx->req.deadline_len - (end - digits));
 
     return NGX_DECLINED;
 }

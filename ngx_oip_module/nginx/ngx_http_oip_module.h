@@ -187,9 +187,12 @@ typedef struct {
     oip_signature_t       *signature;   /* NULL: not checked */
 
     /* where the new body holds the client's timeout: the remaining
-     * budget is written there when it leaves (NULL: no timeout) */
+     * budget is written there when it leaves (NULL: no timeout), or
+     * at deadline_off in the converted body's file */
     u_char                *deadline_at;
     size_t                 deadline_len;
+    ngx_file_t            *deadline_file;
+    off_t                  deadline_off;
     unsigned               deadline_pb:1;
 
     void                  *sequence;    /* the balancer's data for it
@@ -540,6 +543,7 @@ ngx_int_t ngx_http_oip_spool_in(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_framing_t *framing, u_char **data,
     size_t *len);
 const oip_sink_t *ngx_http_oip_spool_sink(ngx_http_oip_ctx_t *ctx);
+ngx_file_t *ngx_http_oip_spool_converted(ngx_http_oip_ctx_t *ctx);
 void ngx_http_oip_spool_done(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
 ngx_int_t ngx_http_oip_spool_body(ngx_http_request_t *r,

@@ -617,6 +617,11 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ctx->req.deadline_len = res->deadline_len;
     ctx->req.deadline_pb = res->deadline_pb;
 
+    if (res->deadline_filed && ctx->spool) {
+        ctx->req.deadline_file = ngx_http_oip_spool_converted(ctx);
+        ctx->req.deadline_off = (off_t) res->deadline_off;
+    }
+
     ngx_log_debug8(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
                    "oip: request valid: rewritten:%d raw:%d "
                    "decompressed:%d binary:%d body:%uz json:%uz "

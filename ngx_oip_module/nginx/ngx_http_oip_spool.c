@@ -277,6 +277,15 @@ ngx_http_oip_spool_sink(ngx_http_oip_ctx_t *ctx)
 }
 
 
+/* the request's converted file, for what is written into it later */
+
+ngx_file_t *
+ngx_http_oip_spool_converted(ngx_http_oip_ctx_t *ctx)
+{
+    return &ctx->spool->out->file;
+}
+
+
 /* in the worker or a thread: the codec's bytes at their offset */
 
 static int

@@ -308,6 +308,22 @@ fz_spooled_same(const oip_result_t *req, const oip_result_t *r,
                   "a sink changed the body's framing");
         fz_assert(r->rewritten || r->spooled == 0,
                   "a body kept as it came, yet something spooled");
+
+        /* the deadline's place: where its digits are, memory or file */
+
+        fz_assert(r->deadline_len == req->deadline_len
+                  && (r->deadline_len == 0
+                      || (r->deadline_filed
+                          ? r->deadline_at == NULL
+                            && r->deadline_off <= fs->len
+                            && r->deadline_len <= fs->len - r->deadline_off
+                            && memcmp(fs->data + r->deadline_off,
+                                      req->deadline_at, r->deadline_len)
+                               == 0
+                          : r->deadline_at != NULL
+                            && memcmp(r->deadline_at, req->deadline_at,
+                                      r->deadline_len) == 0)),
+                  "a sink lost the deadline's place");
     }
 
     if (r->status == 0 && r->rewritten) {

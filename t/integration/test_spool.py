@@ -353,6 +353,12 @@ class Spool(LogCase):
             left = json.loads(got[0][:int(got[2])])["parameters"]["timeout"]
             self.assertLess(left, 60000000)
             self.assertGreater(left, 30000000)
+            # made all JSON: the digits are in the converted file
+            got = self.sent("/sjson/v2/models/m/infer", body, hdrs)
+            self.assertIsNone(got[2])
+            left = json.loads(got[0])["parameters"]["timeout"]
+            self.assertLess(left, 60000000)
+            self.assertGreater(left, 30000000)
 
     def test_runtime_gone(self):
         """An upstream that cannot be reached: 502, no file left."""
