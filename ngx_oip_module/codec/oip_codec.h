@@ -182,6 +182,15 @@ typedef struct {
      * go.  NULL: nothing to do.
      */
     void                 (*drop)(void *data, const uint8_t *p, size_t len);
+
+    /*
+     * A message part binary whose JSON may be larger than block (JSON
+     * data printed from binary, or kept as it came): that JSON is
+     * written by head()s to a file of its own, from offset 0, not held
+     * in memory (res->head).  NULL: it is built in memory.
+     */
+    int                  (*head)(void *data, const uint8_t *p, size_t len,
+                                 uint64_t off);
 } oip_sink_t;
 
 
@@ -375,6 +384,9 @@ typedef struct {
     size_t                 body_len;       /* its Content-Length */
     uint64_t               spooled;        /* of it, in the sink's file
                                               from offset 0, after segs */
+    unsigned               head:1;         /* the JSON, header_len bytes,
+                                              in the sink's head file,
+                                              not in segs */
 
     /* answers planned (oip_response_plan()): a hole is a segment
      * without data, where the next kept chunk's elements go */

@@ -1299,14 +1299,10 @@ oip_msg_build(oip_msg_t *m, oip_result_t *res)
         o.over = m->kind->as_json;
     }
 
-    /*
-     * With a sink, a message all JSON (nothing binary in the sink's file)
-     * is written whole to the file: the JSON made is as large as the
-     * tensors, not a header
-     */
+    /* with a sink, its JSON may be written to a file (oip_sink.c) */
 
-    if (m->c.sink && m->to_json && m->sink_off == 0) {
-        oip_out_sink(&o, &m->sink_off);
+    if (m->c.sink) {
+        oip_msg_sunk(m, &o);
     }
 
     if (m->nedits > 1) {

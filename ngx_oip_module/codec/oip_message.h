@@ -218,6 +218,10 @@ struct oip_msg_s {
     uint64_t               sink_off;
     uint64_t               bin_seen;
     uint8_t               *win;
+    const oip_sink_t      *body_sink;  /* the sink, while the JSON goes
+                                          to head, its head file */
+    oip_sink_t             head;
+    uint64_t               head_off;
 
     unsigned               has_ihcl:1;
     unsigned               rewrite:1;    /* a new body even without edits */
@@ -232,6 +236,8 @@ struct oip_msg_s {
                                             (oip_response_plan()) */
     unsigned               unplanned:1;  /* ... and the answer must be
                                             held after all */
+    unsigned               headed:1;     /* the JSON written to the
+                                            sink's head file */
 };
 
 
@@ -275,6 +281,7 @@ int oip_item_spool(oip_msg_t *m, oip_item_t *it, oip_json_t *j,
     const oip_tensor_t *t);
 void oip_item_reserve(oip_msg_t *m, oip_item_t *it);
 int oip_item_copy(oip_msg_t *m, oip_item_t *it);
+void oip_msg_sunk(oip_msg_t *m, oip_out_t *o);
 int oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
 int oip_msg_chunks_planned(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
 

@@ -247,10 +247,69 @@ oip_item_copy(oip_msg_t *m, oip_item_t *it)
 
 
 /*
- * With a sink: the JSON is what the writer holds; every chunk after it is
- * in the sink's file, converted ones already there, the others copied
- * now into the places kept for them.  A message all JSON is all in the
- * file.
+ * Where the JSON of a message goes with a sink.  All JSON (nothing in
+ * the sink's file): the message, as large as its tensors, is written to
+ * the file whole.  Part binary, its JSON is a header, in memory, unless
+ * it may be larger than the sink's block (JSON data printed from binary
+ * chunks, or kept as it came): then it is written to the sink's head
+ * file, the sink swapped for one that writes there until the chunks.
+ */
+
+void
+oip_msg_sunk(oip_msg_t *m, oip_out_t *o)
+{
+    size_t             i;
+    uint64_t           most;
+    oip_item_t        *it;
+    const oip_sink_t  *sink;
+
+    sink = m->c.sink;
+
+    if (m->to_json && m->sink_off == 0) {
+        oip_out_sink(o, &m->sink_off);
+        return;
+    }
+
+    if (sink->head == NULL) {
+        return;
+    }
+
+    /* the most it may be: an element printed takes 65 bytes at most,
+     * a byte of BYTES 6 (\u00XX) */
+
+    most = m->jlen;
+
+    for (i = 0; i < m->nitems; i++) {
+        it = &m->items[i];
+
+        if (it->has_bds && it->act == OIP_ACT_JSON) {
+            most += oip_dtypes[it->t.dt].size
+                    ? it->t.count * OIP_ELEMENT_JSON_MAX
+                    : it->bds_size * 6 + it->t.count * 3;
+        }
+    }
+
+    if (most <= sink->block) {
+        return;
+    }
+
+    m->head = *sink;
+    m->head.write = sink->head;
+    m->head_off = 0;
+
+    m->body_sink = sink;
+    m->c.sink = &m->head;
+    m->headed = 1;
+
+    oip_out_sink(o, &m->head_off);
+}
+
+
+/*
+ * With a sink: the JSON is what the writer holds, or in the head file;
+ * every chunk after it is in the sink's file, converted ones already
+ * there, the others copied now into the places kept for them.  A message
+ * all JSON is all in the file.
  */
 
 int
@@ -263,7 +322,15 @@ oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res)
         return -1;
     }
 
-    if (o->off) {
+    if (m->headed) {
+        /* the JSON is all in the head file: the chunks to the body's */
+        m->c.sink = m->body_sink;
+        oip_free(&m->c, o->block);
+        o->block = NULL;
+        o->nsegs = 0;
+        res->head = 1;
+
+    } else if (o->off) {
         /* all JSON, all in the file (oip_msg_build()): none in memory */
         oip_free(&m->c, o->block);
 

@@ -543,7 +543,8 @@ ngx_int_t ngx_http_oip_spool_in(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, oip_framing_t *framing, u_char **data,
     size_t *len);
 const oip_sink_t *ngx_http_oip_spool_sink(ngx_http_oip_ctx_t *ctx);
-ngx_file_t *ngx_http_oip_spool_converted(ngx_http_oip_ctx_t *ctx);
+ngx_file_t *ngx_http_oip_spool_converted(ngx_http_oip_ctx_t *ctx,
+    ngx_uint_t head);
 void ngx_http_oip_spool_done(ngx_http_request_t *r,
     ngx_http_oip_ctx_t *ctx, int rc, oip_result_t *res);
 ngx_int_t ngx_http_oip_spool_body(ngx_http_request_t *r,

@@ -618,7 +618,8 @@ ngx_http_oip_processed(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ctx->req.deadline_pb = res->deadline_pb;
 
     if (res->deadline_filed && ctx->spool) {
-        ctx->req.deadline_file = ngx_http_oip_spool_converted(ctx);
+        ctx->req.deadline_file = ngx_http_oip_spool_converted(ctx,
+                                                              res->head);
         ctx->req.deadline_off = (off_t) res->deadline_off;
     }
 

@@ -30,8 +30,10 @@ struct ngx_http_oip_spool_s {
     ngx_temp_file_t       *in;         /* an answer held, as it came; a
                                           body inflated */
     ngx_temp_file_t       *out;        /* the converted tensors */
+    ngx_temp_file_t       *head;       /* a JSON too large for memory */
     ngx_temp_file_t       *to;         /* the sink writes to: in, out */
     ngx_err_t              err;        /* the write that failed */
+    ngx_temp_file_t       *failed_in;  /* ... and its file */
     oip_sink_t             sink;
     ngx_output_chain_ctx_t  *output;   /* an answer going out */
     unsigned               failed:1;   /* no file for the answer */
@@ -46,6 +48,8 @@ static ngx_int_t ngx_http_oip_spool_file(ngx_http_request_t *r,
 static void ngx_http_oip_spool_sink_init(ngx_http_request_t *r,
     ngx_http_oip_spool_t *sp, const char *what);
 static int ngx_http_oip_spool_write(void *data, const uint8_t *p,
+    size_t len, uint64_t off);
+static int ngx_http_oip_spool_head(void *data, const uint8_t *p,
     size_t len, uint64_t off);
 static ngx_err_t ngx_http_oip_spool_pwrite(ngx_fd_t fd, const u_char *p,
     size_t len, off_t off);
@@ -118,6 +122,10 @@ ngx_http_oip_spool_in(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
                                 r->request_body_in_persistent_file,
                                 r->request_body_in_clean_file, &sp->out)
         != NGX_OK
+        || ngx_http_oip_spool_file(r, clcf->client_body_temp_path,
+                                   r->request_body_in_persistent_file,
+                                   r->request_body_in_clean_file, &sp->head)
+           != NGX_OK
         || (framing->encoding != OIP_ENC_NONE
             && ngx_http_oip_spool_file(r, clcf->client_body_temp_path,
                                        r->request_body_in_persistent_file,
@@ -266,6 +274,7 @@ ngx_http_oip_spool_sink_init(ngx_http_request_t *r, ngx_http_oip_spool_t *sp,
     sp->sink.block = olcf->buffer;
     sp->sink.what = what;
     sp->sink.drop = ngx_http_oip_spool_drop;
+    sp->sink.head = ngx_http_oip_spool_head;
     sp->to = sp->out;
 }
 
@@ -277,12 +286,12 @@ ngx_http_oip_spool_sink(ngx_http_oip_ctx_t *ctx)
 }
 
 
-/* the request's converted file, for what is written into it later */
+/* the request's converted file, or its JSON's, for what goes in later */
 
 ngx_file_t *
-ngx_http_oip_spool_converted(ngx_http_oip_ctx_t *ctx)
+ngx_http_oip_spool_converted(ngx_http_oip_ctx_t *ctx, ngx_uint_t head)
 {
-    return &ctx->spool->out->file;
+    return head ? &ctx->spool->head->file : &ctx->spool->out->file;
 }
 
 
@@ -296,6 +305,23 @@ ngx_http_oip_spool_write(void *data, const uint8_t *p, size_t len,
 
     sp->err = ngx_http_oip_spool_pwrite(sp->to->file.fd, p, len,
                                         (off_t) off);
+    sp->failed_in = sp->to;
+
+    return sp->err ? -1 : 0;
+}
+
+
+/* a JSON that may be larger than oip_buffer, to its own file */
+
+static int
+ngx_http_oip_spool_head(void *data, const uint8_t *p, size_t len,
+    uint64_t off)
+{
+    ngx_http_oip_spool_t *sp = data;
+
+    sp->err = ngx_http_oip_spool_pwrite(sp->head->file.fd, p, len,
+                                        (off_t) off);
+    sp->failed_in = sp->head;
 
     return sp->err ? -1 : 0;
 }
@@ -361,6 +387,7 @@ ngx_http_oip_spool_remap(void *data, uint64_t len)
 
     if (map == MAP_FAILED) {
         sp->err = ngx_errno;
+        sp->failed_in = sp->in;
         return NULL;
     }
 
@@ -446,7 +473,7 @@ ngx_http_oip_spool_done(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     if (sp->err) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, sp->err,
                       "oip: writing the converted request to \"%V\" failed",
-                      &sp->to->file.name);
+                      &sp->failed_in->file.name);
     }
 
     (void) madvise(sp->map, sp->map_len, MADV_DONTNEED);
@@ -461,15 +488,18 @@ ngx_http_oip_spool_done(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
                    rc ? "refused" : "the body goes as it came");
 
     ngx_pool_run_cleanup_file(r->pool, sp->out->file.fd);
+    ngx_pool_run_cleanup_file(r->pool, sp->head->file.fd);
     ctx->spool = NULL;
 }
 
 
 /*
- * The body sent: the JSON, copied out of the mapping into one buffer,
- * then the file from its start (the request-body rules: memory buffers
- * with pos == start, at most one file, from offset 0, for a retry to
- * rewind); the body's own file is closed (the mapping keeps it).
+ * The body sent: the JSON, copied out of the mapping into one buffer (or
+ * its own file, when it could be larger than oip_buffer), then the file
+ * from its start (the request-body rules: memory buffers with pos ==
+ * start, file buffers each from offset 0, for a retry to rewind: nginx's
+ * reinit sets every file buffer's file_pos to 0); the body's own file is
+ * closed (the mapping keeps it).
  */
 
 ngx_int_t
@@ -490,7 +520,8 @@ ngx_http_oip_spool_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     f = ngx_calloc_buf(r->pool);
     cl = ngx_alloc_chain_link(r->pool);
     fl = ngx_alloc_chain_link(r->pool);
-    p = ngx_pnalloc(r->pool, res->header_len ? res->header_len : 1);
+    p = ngx_pnalloc(r->pool, (res->header_len && !res->head)
+                             ? res->header_len : 1);
 
     if (b == NULL || f == NULL || cl == NULL || fl == NULL || p == NULL) {
         return NGX_ERROR;
@@ -499,7 +530,7 @@ ngx_http_oip_spool_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     b->start = p;
     b->pos = p;
 
-    for (i = 0; i < res->nsegs; i++) {
+    for (i = 0; !res->head && i < res->nsegs; i++) {
         at = ctx->req.deadline_at;
 
         /* the deadline is written where it went when the request leaves */
@@ -528,8 +559,15 @@ ngx_http_oip_spool_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     fl->buf = f;
     fl->next = NULL;
 
+    if (res->head) {
+        ngx_memzero(b, sizeof(ngx_buf_t));
+        b->in_file = 1;
+        b->file = &sp->head->file;
+        b->file_last = (off_t) res->header_len;
+    }
+
     if (res->spooled == 0) {
-        /* all of it JSON in memory: no file buffer, which would be empty */
+        /* all of it JSON: no file buffer, which would be empty */
         b->last_buf = 1;
         cl->next = NULL;
     }
@@ -543,9 +581,11 @@ ngx_http_oip_spool_body(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         rb->temp_file = NULL;
     }
 
-    ngx_log_debug2(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: body sent as %uz bytes of JSON, then %uL from "
-                   "its file", res->header_len, res->spooled);
+    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: body sent as %uz bytes of JSON%s, then %uL from "
+                   "its file", res->header_len,
+                   res->head ? " from a file of its own" : "",
+                   res->spooled);
 
     return NGX_OK;
 }
@@ -738,7 +778,10 @@ ngx_http_oip_spool_answer(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     if (ngx_http_oip_spool_file(r, ngx_http_oip_spool_path(r), 0, 0,
                                 &sp->out)
-        != NGX_OK)
+        != NGX_OK
+        || ngx_http_oip_spool_file(r, ngx_http_oip_spool_path(r), 0, 0,
+                                   &sp->head)
+           != NGX_OK)
     {
         return NGX_ABORT;
     }
@@ -792,7 +835,15 @@ ngx_http_oip_spool_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         }
     }
 
-    for (i = 0; res->rewritten && i < res->nsegs; i++) {
+    if (res->rewritten && res->head
+        && ngx_http_oip_spool_buf(r, &last, NULL, &sp->head->file, 0,
+                                  (off_t) res->header_len)
+           != NGX_OK)
+    {
+        return NGX_ERROR;
+    }
+
+    for (i = 0; res->rewritten && !res->head && i < res->nsegs; i++) {
         p = (u_char *) res->segs[i].data;
 
         if (p >= sp->map && p < sp->map + sp->map_len
@@ -826,10 +877,12 @@ ngx_http_oip_spool_send(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
         return NGX_ERROR;
     }
 
-    ngx_log_debug3(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                   "oip: answer of %O bytes sent from files: JSON %uz, "
+    ngx_log_debug4(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
+                   "oip: answer of %O bytes sent from files: JSON %uz%s, "
                    "tensors %uL", r->headers_out.content_length_n,
-                   res->header_len, res->spooled);
+                   res->header_len,
+                   res->head ? " from a file of its own" : "",
+                   res->spooled);
 
     for (cl = out; cl->next; cl = cl->next) { /* void */ }
 

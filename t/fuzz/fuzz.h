@@ -176,9 +176,42 @@ typedef struct {
     u_char               *data;
     size_t                cap;
     size_t                len;       /* the end of what was written */
+} fz_file_t;
+
+
+typedef struct {
+    u_char               *data;
+    size_t                cap;
+    size_t                len;       /* the end of what was written */
     size_t                told;      /* how many times behind() was */
     u_char               *inflated;  /* the first file, once remapped */
+    fz_file_t             head;      /* the head file */
 } fz_spool_t;
+
+
+static void
+fz_file_write(fz_file_t *f, const uint8_t *p, size_t len, uint64_t off)
+{
+    size_t   cap;
+    u_char  *d;
+
+    fz_assert(len > 0, "an empty write");
+
+    if (off + len > f->cap) {
+        cap = (off + len) * 2;
+        d = realloc(f->data, cap);
+        fz_assert(d != NULL, "realloc");
+        memset(d + f->cap, 0xee, cap - f->cap);
+        f->data = d;
+        f->cap = cap;
+    }
+
+    memcpy(f->data + off, p, len);
+
+    if (off + len > f->len) {
+        f->len = off + len;
+    }
+}
 
 
 static int
@@ -186,25 +219,28 @@ fz_spool_write(void *data, const uint8_t *p, size_t len, uint64_t off)
 {
     fz_spool_t *fs = data;
 
-    size_t   cap;
-    u_char  *d;
+    fz_file_t  f;
 
-    fz_assert(len > 0, "an empty write");
+    f.data = fs->data;
+    f.cap = fs->cap;
+    f.len = fs->len;
 
-    if (off + len > fs->cap) {
-        cap = (off + len) * 2;
-        d = realloc(fs->data, cap);
-        fz_assert(d != NULL, "realloc");
-        memset(d + fs->cap, 0xee, cap - fs->cap);
-        fs->data = d;
-        fs->cap = cap;
-    }
+    fz_file_write(&f, p, len, off);
 
-    memcpy(fs->data + off, p, len);
+    fs->data = f.data;
+    fs->cap = f.cap;
+    fs->len = f.len;
 
-    if (off + len > fs->len) {
-        fs->len = off + len;
-    }
+    return 0;
+}
+
+
+static int
+fz_spool_head(void *data, const uint8_t *p, size_t len, uint64_t off)
+{
+    fz_spool_t *fs = data;
+
+    fz_file_write(&fs->head, p, len, off);
 
     return 0;
 }
@@ -266,6 +302,9 @@ fz_spool_init(oip_sink_t *sink, fz_spool_t *fs, size_t len)
     sink->what = "message";
     sink->remap = fz_spool_remap;
     sink->drop = fz_spool_drop;
+
+    /* a head file, or the JSON in memory, by the body's length too */
+    sink->head = (len & 8) ? fz_spool_head : NULL;
 }
 
 
@@ -274,6 +313,7 @@ fz_spool_free(fz_spool_t *fs)
 {
     free(fs->data);
     free(fs->inflated);
+    free(fs->head.data);
 }
 
 
@@ -289,9 +329,13 @@ static void
 fz_spooled_same(const oip_result_t *req, const oip_result_t *r,
     const fz_spool_t *fs)
 {
-    u_char  *plain, *spooled;
+    size_t   flen;
+    u_char  *plain, *spooled, *file;
 
     fz_assert(r->status == req->status, "a sink changed the verdict");
+    fz_assert(r->status != 0 || !r->head || (fs->head.len == r->header_len
+                                             && r->nsegs == 0),
+              "the head file is not the JSON");
     fz_assert(r->status == 0 || strcmp(r->error, req->error) == 0,
               "a sink changed the error");
 
@@ -311,13 +355,16 @@ fz_spooled_same(const oip_result_t *req, const oip_result_t *r,
 
         /* the deadline's place: where its digits are, memory or file */
 
+        file = r->head ? fs->head.data : fs->data;
+        flen = r->head ? fs->head.len : fs->len;
+
         fz_assert(r->deadline_len == req->deadline_len
                   && (r->deadline_len == 0
                       || (r->deadline_filed
                           ? r->deadline_at == NULL
-                            && r->deadline_off <= fs->len
-                            && r->deadline_len <= fs->len - r->deadline_off
-                            && memcmp(fs->data + r->deadline_off,
+                            && r->deadline_off <= flen
+                            && r->deadline_len <= flen - r->deadline_off
+                            && memcmp(file + r->deadline_off,
                                       req->deadline_at, r->deadline_len)
                                == 0
                           : r->deadline_at != NULL
@@ -330,10 +377,14 @@ fz_spooled_same(const oip_result_t *req, const oip_result_t *r,
         fz_assert(r->spooled == fs->len
                   && r->body_len == r->header_len + r->spooled,
                   "the sink's file is not the body after its JSON");
-        fz_segs_check(r->segs, r->nsegs, r->header_len, r->header_len);
+        fz_segs_check(r->segs, r->nsegs, r->head ? 0 : r->header_len,
+                      r->head ? 0 : r->header_len);
 
         plain = fz_flatten(req->segs, req->nsegs, req->body_len);
-        spooled = fz_flatten(r->segs, r->nsegs, r->header_len);
+        spooled = r->head ? fz_flatten(&(oip_seg_t) { fs->head.data,
+                                                      r->header_len, -1 },
+                                       1, r->header_len)
+                          : fz_flatten(r->segs, r->nsegs, r->header_len);
 
         fz_assert(memcmp(plain, spooled, r->header_len) == 0
                   && (fs->len == 0

@@ -157,13 +157,23 @@ class Spool(LogCase):
             location("mraw", "rec", "1024m", "binary",
                      "oip_raw_input INPUT0 FP32 -1;"),
             location("gone", "dead", "64k"),
+            # a peer that refuses first, then the recorder: a retry
+            location("sretry", "rec", "64k", "keep").replace(
+                "http://127.0.0.1:{rec}/", "http://retry/"),
         ])
+        http = """
+    upstream retry {{
+        server 127.0.0.1:{dead} max_fails=0;
+        server 127.0.0.1:{rec};
+    }}
+"""
         cls.dead = socket.socket()
         cls.dead.bind(("127.0.0.1", 0))
         dead = cls.dead.getsockname()[1]
         cls.dead.close()
-        cls.ngx = cls.start_nginx(server, main=MAIN, log_level="debug",
-                                  rec=cls.rec.port, dead=dead)
+        cls.ngx = cls.start_nginx(server, http=http, main=MAIN,
+                                  log_level="debug", rec=cls.rec.port,
+                                  dead=dead)
 
     def sent(self, path, body, headers=None, spooled=True):
         """What the recorder got for body posted to path."""
@@ -241,6 +251,47 @@ class Spool(LogCase):
              "data": values("FP64", 15000, rnd)}]}).encode()
         got = self.same("skeep", "mkeep", body)
         self.assertEqual(got[0], body)
+
+    def test_json_header_in_a_file(self):
+        """A binary body whose JSON, kept, may be larger than oip_buffer
+        (its JSON data as it came): that JSON goes from a file of its own,
+        then the tensors' file; small, it is copied to memory."""
+        rnd = random.Random(12)
+        for n, own in ((15000, True), (100, False)):
+            ins = [("J", "FP64", [n], values("FP64", n, rnd), None),
+                   ("B", "FP32", [30000], None,
+                    binary_chunk("FP32", values("FP32", 30000, rnd)))]
+            body, hdrs = binary_request(ins)
+            doc = json.loads(body[:int(hdrs[IHCL])])
+            # the deadline is the edit: its digits are rewritten
+            doc["parameters"] = {"timeout": 60000000}
+            head = json.dumps(doc).encode()
+            body = head + body[int(hdrs[IHCL]):]
+            hdrs = {IHCL: str(len(head))}
+            start = self.log_size()
+            got = self.sent("/skeep/v2/models/m/infer", body, hdrs)
+            self.assertEqual("from a file of its own" in self.log_since(start),
+                             own)
+            want = self.sent("/mkeep/v2/models/m/infer", body, hdrs, False)
+            left = json.loads(got[0][:int(got[2])])["parameters"]["timeout"]
+            self.assertLess(left, 60000000)
+            self.assertEqual(got[1:], want[1:])
+            digits = re.compile(rb'"timeout": *\d+ *')
+            self.assertTrue(digits.sub(b"", got[0]) == digits.sub(b"", want[0]),
+                            "bodies differ")
+            self.assertEqual(files_left(self.ngx), 0)
+            if not own:
+                continue
+            # sent again to the next peer: both files rewound to 0
+            for _ in range(2):
+                start = self.log_size()
+                again = self.sent("/sretry/v2/models/m/infer", body, hdrs)
+                self.assertTrue(digits.sub(b"", again[0])
+                                == digits.sub(b"", want[0]), "bodies differ")
+                if "connect() failed" in self.log_since(start):
+                    break
+            else:
+                self.fail("never retried")
 
     def test_binary_to_json(self):
         """Binary chunks made JSON for a JSON upstream."""
@@ -911,9 +962,13 @@ class Held(LogCase):
                 ("C", "INT16", values("INT16", 5000, rnd))]
         answer = (200,) + binary_answer(outs)[::-1]
         b = ("bfile", "bmem")
+        start = self.log_size()
         got = self.same(answer, wish(False, [("A", True), ("S", False),
                                              ("C", False)]), paths=b)
         self.assertIn(IHCL.lower(), got[1])
+        # its JSON, with S and C printed, larger than oip_buffer: a file
+        self.assertIn("JSON %s from a file of its own" % got[1][IHCL.lower()],
+                      self.log_since(start))
         got = self.same(answer, wish(False), paths=b)
         self.assertNotIn(IHCL.lower(), got[1])
 
