@@ -168,6 +168,8 @@ SPOOL = [("memory", "JSON request made binary, in memory"),
          ("gzspool", "... inflated to a file (oip_buffer 16m)"),
          ("ajmem", "JSON answer made binary, held in memory"),
          ("ajfile", "... held in files (oip_buffer 16m)"),
+         ("ammem", "mixed answer, its JSON header in memory"),
+         ("amfile", "... in a file of its own (oip_buffer 16m)"),
          ("gmemory", "JSON request made gRPC, in memory"),
          ("grpc", "... its raw contents from a file (oip_buffer 16m)")]
 
