@@ -51,6 +51,8 @@ static int ngx_http_oip_spool_write(void *data, const uint8_t *p,
     size_t len, uint64_t off);
 static int ngx_http_oip_spool_head(void *data, const uint8_t *p,
     size_t len, uint64_t off);
+static int ngx_http_oip_spool_into(ngx_http_oip_spool_t *sp,
+    ngx_temp_file_t *tf, const uint8_t *p, size_t len, uint64_t off);
 static ngx_err_t ngx_http_oip_spool_pwrite(ngx_fd_t fd, const u_char *p,
     size_t len, off_t off);
 static void ngx_http_oip_spool_behind(void *data, const uint8_t *p);
@@ -303,11 +305,7 @@ ngx_http_oip_spool_write(void *data, const uint8_t *p, size_t len,
 {
     ngx_http_oip_spool_t *sp = data;
 
-    sp->err = ngx_http_oip_spool_pwrite(sp->to->file.fd, p, len,
-                                        (off_t) off);
-    sp->failed_in = sp->to;
-
-    return sp->err ? -1 : 0;
+    return ngx_http_oip_spool_into(sp, sp->to, p, len, off);
 }
 
 
@@ -319,9 +317,16 @@ ngx_http_oip_spool_head(void *data, const uint8_t *p, size_t len,
 {
     ngx_http_oip_spool_t *sp = data;
 
-    sp->err = ngx_http_oip_spool_pwrite(sp->head->file.fd, p, len,
-                                        (off_t) off);
-    sp->failed_in = sp->head;
+    return ngx_http_oip_spool_into(sp, sp->head, p, len, off);
+}
+
+
+static int
+ngx_http_oip_spool_into(ngx_http_oip_spool_t *sp, ngx_temp_file_t *tf,
+    const uint8_t *p, size_t len, uint64_t off)
+{
+    sp->err = ngx_http_oip_spool_pwrite(tf->file.fd, p, len, (off_t) off);
+    sp->failed_in = tf;
 
     return sp->err ? -1 : 0;
 }

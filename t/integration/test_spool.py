@@ -77,6 +77,36 @@ def binary_chunk(dt, vals):
     return struct.pack("<%d%s" % (len(vals), PACK[dt]), *vals)
 
 
+def every_datatype(rnd):
+    """Every datatype's JSON data, flat and nested in turns: FP32 crosses
+    a 64k window many times, BYTES the writer's block."""
+    inputs = []
+    for i, dt in enumerate(DTYPES):
+        n = {"FP32": 30000, "BYTES": 8000}.get(dt, 1000)
+        vals = values(dt, n, rnd)
+        if i % 2:
+            data = [vals[k:k + 10] for k in range(0, n, 10)]
+            shape = [n // 10, 10]
+        else:
+            data, shape = vals, [n]
+        inputs.append({"name": "IN_%s" % dt, "datatype": dt,
+                       "shape": shape, "data": data})
+    return inputs
+
+
+def mixed_inputs(rnd):
+    """Binary chunks and JSON data interleaved, for binary_request()."""
+    ins = []
+    for i, dt in enumerate(["FP32", "INT8", "BYTES", "FP16", "INT64",
+                            "BYTES", "FP32"]):
+        vals = values(dt, 8000, rnd)
+        if i % 2 == 0 and dt != "FP16":
+            ins.append(("X%d" % i, dt, [8000], None, binary_chunk(dt, vals)))
+        else:
+            ins.append(("X%d" % i, dt, [8000], vals, None))
+    return ins
+
+
 def binary_request(inputs):
     """inputs: (name, dt, shape, data or None, chunk or None); a body with
     its IHCL."""
@@ -202,18 +232,7 @@ class Spool(LogCase):
         """Every datatype's JSON data made binary, flat and nested, the
         windows crossed many times (oip_buffer 64k)."""
         rnd = random.Random(1)
-        inputs = []
-        for i, dt in enumerate(DTYPES):
-            # FP32 crosses the 64k window; BYTES the writer's block
-            n = {"FP32": 30000, "BYTES": 8000}.get(dt, 1000)
-            vals = values(dt, n, rnd)
-            if i % 2:
-                data = [vals[k:k + 10] for k in range(0, n, 10)]
-                shape = [n // 10, 10]
-            else:
-                data, shape = vals, [n]
-            inputs.append({"name": "IN_%s" % dt, "datatype": dt,
-                           "shape": shape, "data": data})
+        inputs = every_datatype(rnd)
         body = json.dumps({"id": "all", "inputs": inputs}).encode()
         got = self.same("spool", "memory", body)
         self.assertIsNotNone(got[2])            # binary, converted
@@ -222,15 +241,7 @@ class Spool(LogCase):
         """Binary chunks kept and JSON made binary, interleaved: each
         chunk in its tensor's place."""
         rnd = random.Random(2)
-        ins = []
-        for i, dt in enumerate(["FP32", "INT8", "BYTES", "FP16", "INT64",
-                                "BYTES", "FP32"]):
-            vals = values(dt, 8000, rnd)
-            if i % 2 == 0 and dt != "FP16":
-                ins.append(("X%d" % i, dt, [8000], None,
-                            binary_chunk(dt, vals)))
-            else:
-                ins.append(("X%d" % i, dt, [8000], vals, None))
+        ins = mixed_inputs(rnd)
         body, hdrs = binary_request(ins)
         self.same("spool", "memory", body, hdrs)
 
@@ -1551,17 +1562,7 @@ class Grpc(LogCase):
         the 64k window many times, BYTES measured before they are
         written."""
         rnd = random.Random(41)
-        inputs = []
-        for i, dt in enumerate(DTYPES):
-            n = {"FP32": 30000, "BYTES": 8000}.get(dt, 1000)
-            vals = values(dt, n, rnd)
-            if i % 2:
-                data = [vals[k:k + 10] for k in range(0, n, 10)]
-                shape = [n // 10, 10]
-            else:
-                data, shape = vals, [n]
-            inputs.append({"name": "IN_%s" % dt, "datatype": dt,
-                           "shape": shape, "data": data})
+        inputs = every_datatype(rnd)
         body = json.dumps({"id": "all", "parameters": {"k": "v"},
                            "inputs": inputs,
                            "outputs": [{"name": "IN_FP32"},
@@ -1573,15 +1574,7 @@ class Grpc(LogCase):
         binary; a gzip body inflated to a file first; a raw body given
         its header; an empty tensor's entry."""
         rnd = random.Random(42)
-        ins = []
-        for i, dt in enumerate(["FP32", "INT8", "BYTES", "FP16", "INT64",
-                                "BYTES", "FP32"]):
-            vals = values(dt, 8000, rnd)
-            if i % 2 == 0 and dt != "FP16":
-                ins.append(("X%d" % i, dt, [8000], None,
-                            binary_chunk(dt, vals)))
-            else:
-                ins.append(("X%d" % i, dt, [8000], vals, None))
+        ins = mixed_inputs(rnd)
         ins.append(("EMPTY", "FP32", [0], [], None))
         body, hdrs = binary_request(ins)
         self.same("files", "memory", body, hdrs)
