@@ -92,12 +92,19 @@ def golden_answer(headers, out):
                   f)
 
 
+# the ports handed out: the kernel may give a closed one again at once
+handed_out = set()
+
+
 def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+    while True:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
+        if port not in handed_out:
+            handed_out.add(port)
+            return port
 
 
 def wait_port(port, proc=None, timeout=15, host="127.0.0.1"):
@@ -329,8 +336,24 @@ class Nginx:
         # workers run unprivileged: let them reach their temp paths
         os.chmod(self.dir, 0o755)
         os.makedirs(os.path.join(self.dir, "logs"))
-        self.port = port or free_port()
-        self.h2port = free_port()
+        self.conf = os.path.join(self.dir, "nginx.conf")
+        # a port free_port() found may be taken before nginx binds it
+        # (another process's connection; under valgrind nginx takes a
+        # second to start): new ports, a few times
+        for attempt in range(3):
+            self.port = port or free_port()
+            self.h2port = free_port()
+            self.write_conf(server, http, main, workers, log_level, conf,
+                            subst)
+            try:
+                self.start()
+                return
+            except RuntimeError:
+                if attempt == 2 or not self.port_taken():
+                    raise
+
+    def write_conf(self, server, http, main, workers, log_level, conf,
+                   subst):
         values = dict(subst, dir=self.dir, port=self.port,
                       h2port=self.h2port)
         if conf is not None:
@@ -342,10 +365,16 @@ class Nginx:
                                server=server.format(**values),
                                port=self.port, h2port=self.h2port,
                                log_level=log_level)
-        self.conf = os.path.join(self.dir, "nginx.conf")
         with open(self.conf, "w") as f:
             f.write(conf)
-        self.start()
+
+    def port_taken(self):
+        try:
+            with open(os.path.join(self.dir, "error.log"),
+                      errors="replace") as f:
+                return "Address already in use" in f.read()
+        except OSError:
+            return False
 
     def start(self):
         env = dict(os.environ, **NGINX_ENV)
