@@ -1486,10 +1486,9 @@ class Grpc(LogCase):
     @classmethod
     def setUpGateway(cls):
         cls.golden = tempfile.mkdtemp(prefix="oip-spool-grpc-")
+        # typed contents are read as Triton reads them, by any runtime
         cls.rt = cls.start_grpc_runtime(["--max-message", str(256 << 20)],
                                         env={"OIP_GOLDEN_DIR": cls.golden})
-        cls.typed = cls.start_grpc_runtime(
-            ["--contents", "typed", "--max-message", str(256 << 20)])
 
         def loc(path, buffer, rt="rt", extra="", most="128m"):
             return """
@@ -1511,12 +1510,9 @@ class Grpc(LogCase):
                         "oip_raw_input INPUT0 FP32 -1;")
                   + loc("fsmall", "64k", most="1m")
                   + loc("msmall", "1024m", most="1m")
-                  + loc("ftyped", "64k", "typed",
-                        "oip_grpc_contents typed;")
-                  + loc("mtyped", "1024m", "typed",
-                        "oip_grpc_contents typed;"))
-        cls.ngx = cls.start_nginx(server, log_level="debug",
-                                  rt=cls.rt.port, typed=cls.typed.port)
+                  + loc("ftyped", "64k", "rt", "oip_grpc_contents typed;")
+                  + loc("mtyped", "1024m", "rt", "oip_grpc_contents typed;"))
+        cls.ngx = cls.start_nginx(server, log_level="debug", rt=cls.rt.port)
         cls.n = 0
 
     @classmethod
@@ -1630,6 +1626,8 @@ class Grpc(LogCase):
         want = self.post("mtyped", body)
         self.assertEqual((got[0], got[4]), (200, False), got[2][:300])
         self.assertEqual(got[2], want[2])
+        self.assertEqual(self.rt.received()[-1]["inputs"][0]["carrier"],
+                         "typed")
         self.assertEqual(files_left(self.ngx), 0)
 
     def test_stream(self):
