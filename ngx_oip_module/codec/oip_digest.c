@@ -29,8 +29,6 @@
 typedef struct {
     const oip_digest_t    *sink;
     size_t                 n;
-    uint64_t               counted;    /* BYTES made binary, measured */
-    unsigned               counting:1;
     const oip_sink_t      *body;       /* the sink of the body's pass */
     const uint8_t         *read;       /* read again up to there */
     uint8_t                buf[OIP_DIGEST_BUF];
@@ -93,8 +91,6 @@ oip_request_digest(oip_req_t *rq)
 
     d.sink = m->opt->digest;
     d.n = 0;
-    d.counted = 0;
-    d.counting = 0;
 
     oip_dig_put(&d, "oip-digest/1", 12);
     oip_dig_str(&d, m->opt->model, m->opt->model_len);
@@ -270,6 +266,7 @@ static int
 oip_dig_data(oip_dig_t *d, oip_msg_t *m, oip_item_t *it)
 {
     int                rc;
+    uint64_t           len;
     oip_sink_t         hash;
     const oip_sink_t  *sink;
 
@@ -283,14 +280,12 @@ oip_dig_data(oip_dig_t *d, oip_msg_t *m, oip_item_t *it)
     d->body = sink;
     m->c.sink = &hash;
 
+    /* the array of items may have moved since the pass set it */
+    it->t.name = &it->name;
+
     if (oip_dtypes[it->t.dt].size == 0) {
-        d->counting = 1;
-        d->counted = 0;
-
-        rc = oip_dig_again(d, m, it);
-
-        d->counting = 0;
-        oip_dig_u64(d, d->counted);
+        rc = oip_item_measure(m, it->data_at, &it->t, &len);
+        oip_dig_u64(d, len);
 
     } else {
         rc = 0;
@@ -329,9 +324,6 @@ oip_dig_again(oip_dig_t *d, oip_msg_t *m, oip_item_t *it)
     told = m->c.told;
     m->c.told = it->data_at;
     d->read = it->data_at;
-
-    /* the array of items may have moved since the pass set it */
-    it->t.name = &it->name;
 
     oip_msg_sub(m, &sub, it->data_at);
 
@@ -403,12 +395,7 @@ oip_dig_sink_write(void *data, const uint8_t *p, size_t len, uint64_t off)
 
     (void) off;
 
-    if (d->counting) {
-        d->counted += len;
-
-    } else {
-        oip_dig_put(d, p, len);
-    }
+    oip_dig_put(d, p, len);
 
     return 0;
 }

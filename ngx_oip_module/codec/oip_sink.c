@@ -14,8 +14,6 @@
 #include "oip_message.h"
 
 
-static int oip_item_measure(oip_msg_t *m, oip_json_t *j,
-    const oip_tensor_t *t, uint64_t *len);
 static int oip_count_write(void *data, const uint8_t *p, size_t len,
     uint64_t off);
 static void oip_count_behind(void *data, const uint8_t *p);
@@ -47,7 +45,7 @@ oip_item_spool(oip_msg_t *m, oip_item_t *it, oip_json_t *j,
         /* BYTES are measured first: their length leads them */
 
         if (size == 0) {
-            if (oip_item_measure(m, j, t, &len) != 0) {
+            if (oip_item_measure(m, j->p, t, &len) != 0) {
                 return -1;
             }
 
@@ -142,13 +140,13 @@ oip_item_reserve(oip_msg_t *m, oip_item_t *it)
 
 
 /*
- * BYTES made binary once without a byte kept, for their length: the
- * target's lead goes before them in the sink's file.  What the pass
- * counts and tells is left as it was.
+ * BYTES data at "at" made binary once without a byte kept, for their
+ * length, which goes before them (a target's lead, the digest).  What
+ * the pass counts and tells is left as it was.
  */
 
-static int
-oip_item_measure(oip_msg_t *m, oip_json_t *j, const oip_tensor_t *t,
+int
+oip_item_measure(oip_msg_t *m, const uint8_t *at, const oip_tensor_t *t,
     uint64_t *len)
 {
     int                rc;
@@ -174,7 +172,7 @@ oip_item_measure(oip_msg_t *m, oip_json_t *j, const oip_tensor_t *t,
     off = 0;
     m->c.sink = &count;
 
-    oip_msg_sub(m, &sub, j->p);
+    oip_msg_sub(m, &sub, at);
     oip_out_init(&w, &m->c, 0);
     oip_out_sink(&w, &off);
 

@@ -180,9 +180,7 @@ typedef struct {
 
 
 typedef struct {
-    u_char               *data;
-    size_t                cap;
-    size_t                len;       /* the end of what was written */
+    fz_file_t             body;      /* the sink's file */
     size_t                told;      /* how many times behind() was */
     u_char               *inflated;  /* the first file, once remapped */
     fz_file_t             head;      /* the head file */
@@ -219,17 +217,7 @@ fz_spool_write(void *data, const uint8_t *p, size_t len, uint64_t off)
 {
     fz_spool_t *fs = data;
 
-    fz_file_t  f;
-
-    f.data = fs->data;
-    f.cap = fs->cap;
-    f.len = fs->len;
-
-    fz_file_write(&f, p, len, off);
-
-    fs->data = f.data;
-    fs->cap = f.cap;
-    fs->len = f.len;
+    fz_file_write(&fs->body, p, len, off);
 
     return 0;
 }
@@ -276,13 +264,14 @@ fz_spool_remap(void *data, uint64_t len)
     fz_spool_t *fs = data;
 
     fz_assert(fs->inflated == NULL, "remapped twice");
-    fz_assert(len == fs->len, "remapped at another length than written");
+    fz_assert(len == fs->body.len,
+              "remapped at another length than written");
 
-    fs->inflated = fs->data ? fs->data : malloc(1);
+    fs->inflated = fs->body.data ? fs->body.data : malloc(1);
     fz_assert(fs->inflated != NULL, "malloc");
-    fs->data = NULL;
-    fs->cap = 0;
-    fs->len = 0;
+    fs->body.data = NULL;
+    fs->body.cap = 0;
+    fs->body.len = 0;
 
     return fs->inflated;
 }
@@ -311,7 +300,7 @@ fz_spool_init(oip_sink_t *sink, fz_spool_t *fs, size_t len)
 static void
 fz_spool_free(fz_spool_t *fs)
 {
-    free(fs->data);
+    free(fs->body.data);
     free(fs->inflated);
     free(fs->head.data);
 }
@@ -355,8 +344,8 @@ fz_spooled_same(const oip_result_t *req, const oip_result_t *r,
 
         /* the deadline's place: where its digits are, memory or file */
 
-        file = r->head ? fs->head.data : fs->data;
-        flen = r->head ? fs->head.len : fs->len;
+        file = r->head ? fs->head.data : fs->body.data;
+        flen = r->head ? fs->head.len : fs->body.len;
 
         fz_assert(r->deadline_len == req->deadline_len
                   && (r->deadline_len == 0
@@ -374,7 +363,7 @@ fz_spooled_same(const oip_result_t *req, const oip_result_t *r,
     }
 
     if (r->status == 0 && r->rewritten) {
-        fz_assert(r->spooled == fs->len
+        fz_assert(r->spooled == fs->body.len
                   && r->body_len == r->header_len + r->spooled,
                   "the sink's file is not the body after its JSON");
         fz_segs_check(r->segs, r->nsegs, r->head ? 0 : r->header_len,
@@ -387,8 +376,9 @@ fz_spooled_same(const oip_result_t *req, const oip_result_t *r,
                           : fz_flatten(r->segs, r->nsegs, r->header_len);
 
         fz_assert(memcmp(plain, spooled, r->header_len) == 0
-                  && (fs->len == 0
-                      || memcmp(plain + r->header_len, fs->data, fs->len)
+                  && (fs->body.len == 0
+                      || memcmp(plain + r->header_len, fs->body.data,
+                                fs->body.len)
                          == 0),
                   "a sink changed the bytes sent");
 
