@@ -191,6 +191,17 @@ typedef struct {
      */
     int                  (*head)(void *data, const uint8_t *p, size_t len,
                                  uint64_t off);
+
+    /*
+     * Requests translated to gRPC with typed contents (the integers as
+     * varints, whose length is known only once they are read): the pass
+     * writes the tensors as binary by head()s, read() gives them back
+     * (len bytes at off, in pieces of block bytes at most), and the
+     * message's inputs and outputs are written by write()s.  Returns 0,
+     * or -1 as write() does.  NULL: typed contents are built in memory.
+     */
+    int                  (*read)(void *data, uint8_t *p, size_t len,
+                                 uint64_t off);
 } oip_sink_t;
 
 

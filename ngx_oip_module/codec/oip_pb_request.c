@@ -6,13 +6,19 @@
  * come from the items, parameters from where the scan found them, each
  * input's data is referenced where it lies (a binary chunk, or its JSON
  * data made binary), or written as typed contents; the message is sized,
- * then written.
+ * then written.  With a sink, the tensors are in files: raw contents end
+ * the message from the sink's file; typed contents are read back from
+ * the head file and the inputs' and outputs' entries written to it.
  */
 
 
 #include "oip_pb.h"
 #include "oip_request.h"
 #include "oip_number.h"
+
+
+/* typed contents read from a chunk where it lies, at most this at once */
+#define OIP_GREQ_PIECE  (1024 * 1024)
 
 
 typedef struct {
@@ -54,7 +60,21 @@ typedef struct {
     const uint8_t         *typed;      /* typed contents written here */
     size_t                 typed_len;  /* the packed field's payload */
     unsigned               typed_ref:1; /* the payload is data itself */
+    oip_item_t            *it;         /* with a sink: typed contents from
+                                          its bytes, in the head file or
+                                          where its chunk lies */
 } oip_ginput_t;
+
+
+/* typed contents made from binary pieces, as they come */
+
+typedef struct {
+    oip_out_t             *o;          /* NULL: only measured */
+    uint64_t               len;        /* the contents' bytes */
+    uint64_t               left;       /* BYTES: an element's bytes to come */
+    uint8_t                el[4];      /* ... its length, as it comes */
+    unsigned               nel;
+} oip_gtyped_t;
 
 
 typedef struct {
@@ -75,6 +95,8 @@ typedef struct {
 
     unsigned               sunk:1;     /* raw contents in the sink's
                                           file, not written here */
+    unsigned               filed:1;    /* the inputs and outputs in the
+                                          sink's file (typed contents) */
 } oip_greq_t;
 
 
@@ -88,7 +110,14 @@ static int oip_greq_params(oip_greq_t *q, const uint8_t *at,
 static int oip_greq_param_list(oip_greq_t *q, oip_gparams_t *ps,
     const char *skip, const char *what, oip_ginput_t *t);
 static int oip_greq_typed(oip_greq_t *q, oip_ginput_t *t);
+static int oip_greq_typed_read(oip_greq_t *q, const oip_ginput_t *t,
+    oip_out_t *o, uint64_t *len);
+static int oip_greq_typed_piece(oip_gtyped_t *st, oip_dtype_e dt,
+    const uint8_t *p, size_t len);
+static int oip_greq_filed(oip_greq_t *q, uint64_t *len);
+static int oip_greq_packed(oip_dtype_e dt);
 static void oip_greq_write(oip_greq_t *q, oip_pb_t *w);
+static void oip_greq_entries(oip_greq_t *q, oip_pb_t *w);
 static int oip_greq_top(oip_greq_t *q, oip_req_t *rq);
 static int oip_greq_leads(oip_greq_t *q, oip_msg_t *m);
 static uint8_t *oip_greq_varint10(uint8_t *p, uint64_t v);
@@ -115,8 +144,10 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
     q.m = m;
     q.c = &m->c;
 
-    /* with a sink, the raw contents are in its file, after the rest */
+    /* with a sink, the raw contents are in its file, after the rest;
+     * typed ones in the head file, read back (oip_request_grpc_typed()) */
     q.sunk = (m->c.sink != NULL && m->lead != NULL);
+    q.filed = (m->c.sink != NULL && q.g->typed);
     spooled = q.sunk ? m->sink_off : 0;
 
     if (oip_greq_items(&q, m->data) != 0
@@ -135,6 +166,7 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
 
     memset(&w, 0, sizeof(oip_pb_t));
     oip_greq_write(&q, &w);
+    oip_greq_entries(&q, &w);
     total = w.n + spooled;
 
     if (total > q.g->max_message) {
@@ -143,7 +175,9 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
                         total, q.g->max_message);
     }
 
-    if (q.sunk && oip_greq_leads(&q, m) != 0) {
+    if ((q.sunk && oip_greq_leads(&q, m) != 0)
+        || (q.filed && oip_greq_filed(&q, &spooled) != 0))
+    {
         return -1;
     }
 
@@ -160,6 +194,10 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
     oip_pb_raw(&w, frame, 5);
     oip_greq_write(&q, &w);
 
+    if (!q.filed) {
+        oip_greq_entries(&q, &w);
+    }
+
     if (w.err || oip_out_cut(&o) != 0) {
         return -1;
     }
@@ -171,7 +209,7 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
 
     res->segs = o.segs;
     res->nsegs = o.nsegs;
-    res->header_len = q.sunk ? o.total : 0;
+    res->header_len = (q.sunk || q.filed) ? o.total : 0;
     res->spooled = spooled;
     res->body_len = o.total + spooled;
     res->deadline_at = q.params.slot;
@@ -355,6 +393,8 @@ oip_greq_inputs(oip_greq_t *q, oip_msg_t *m)
     for (i = 0; i < m->nitems; i++) {
         it = &m->items[i];
         t = &q->in[i];
+
+        t->it = q->filed ? it : NULL;
 
         if (it->act == OIP_ACT_BINARY) {
             t->data = it->chunk ? it->chunk : &it->one;
@@ -594,6 +634,16 @@ oip_greq_typed(oip_greq_t *q, oip_ginput_t *t)
                         (int) oip_min(t->dt_len, 16), t->dt);
     }
 
+    if (t->it) {
+        /* measured now, written with its entry */
+        if (oip_greq_typed_read(q, t, NULL, &u) != 0) {
+            return -1;
+        }
+
+        t->typed_len = (size_t) u;
+        return 0;
+    }
+
     if (t->ndata > 1) {
         /* gathered, to be read element by element */
         dst = oip_alloc(q->c, t->size);
@@ -614,15 +664,14 @@ oip_greq_typed(oip_greq_t *q, oip_ginput_t *t)
     src = t->ndata ? t->data[0].data : NULL;
     size = t->size;
 
-    switch (t->dtype) {
-
-    case OIP_BOOL:
-    case OIP_FP32:
-    case OIP_FP64:
+    if (oip_greq_packed(t->dtype)) {
         t->typed = src;
         t->typed_len = size;
         t->typed_ref = 1;
         return 0;
+    }
+
+    switch (t->dtype) {
 
     case OIP_BYTES:
         /* each element: a tag, its length, its bytes */
@@ -684,20 +733,257 @@ oip_greq_typed(oip_greq_t *q, oip_ginput_t *t)
 
 
 /*
+ * Typed contents with a sink: the input's binary bytes, from the head
+ * file (JSON data the pass made binary) or where its chunk lies, a block
+ * at a time, made typed contents as they come; measured (o NULL: the
+ * length into t->typed_len), or written to o.
+ */
+
+static int
+oip_greq_typed_read(oip_greq_t *q, const oip_ginput_t *t, oip_out_t *o,
+    uint64_t *len)
+{
+    size_t             n, k, cap;
+    oip_item_t        *it;
+    oip_gtyped_t       st;
+    const uint8_t     *p;
+    const oip_sink_t  *sink;
+
+    it = t->it;
+    sink = q->c->sink;
+
+    if (!it->reserved && !it->spooled) {
+        goto wrong;
+    }
+
+    if (o == NULL && oip_greq_packed(t->dtype)) {
+        /* packed as their bytes: as long */
+        *len = t->size;
+        return 0;
+    }
+
+    memset(&st, 0, sizeof(oip_gtyped_t));
+    st.o = o;
+
+    /* whole elements in each piece: a block is a multiple of 8 */
+    cap = sink->block & ~(size_t) 7;
+
+    if (it->reserved) {
+        /* where it lies: let go a little at a time */
+        cap = oip_min(cap, OIP_GREQ_PIECE);
+    }
+
+    for (n = 0; n < t->size; n += k) {
+        k = (size_t) oip_min(t->size - n, cap);
+
+        if (it->reserved) {
+            p = it->bin + n;
+
+        } else {
+            if (q->m->win == NULL) {
+                /* the pass's window, its work done, or one as large */
+                q->m->win = oip_alloc(q->c, sink->block);
+                if (q->m->win == NULL) {
+                    return -1;
+                }
+            }
+
+            if (sink->read(sink->data, q->m->win, k, it->sink_at + n) != 0) {
+                return oip_fail(q->c, 500, OIP_REASON_OTHER, "the request's "
+                                "tensors could not be read back from their "
+                                "temporary file");
+            }
+
+            p = q->m->win;
+        }
+
+        if (oip_greq_typed_piece(&st, t->dtype, p, k) != 0) {
+            return -1;
+        }
+
+        if (it->reserved && sink->drop) {
+            /* read out of the pass's order, and twice: let go each time */
+            sink->drop(sink->data, p, k);
+        }
+    }
+
+    if (st.nel || (o && st.len != t->typed_len)) {
+        goto wrong;
+    }
+
+    *len = st.len;
+
+    return 0;
+
+wrong:
+
+    return oip_fail(q->c, 500, OIP_REASON_OTHER, "internal error: typed "
+                    "contents not where the pass put them");
+}
+
+
+/* a piece of an input's binary bytes, whole elements but for BYTES */
+
+static int
+oip_greq_typed_piece(oip_gtyped_t *st, oip_dtype_e dt, const uint8_t *p,
+    size_t len)
+{
+    size_t    i, n, size;
+    int64_t   v;
+    uint64_t  u;
+    uint8_t   buf[16], *b;
+
+    if (oip_greq_packed(dt)) {
+        st->len += len;
+        return st->o ? oip_out_ref(st->o, p, len) : 0;
+    }
+
+    size = oip_dtypes[dt].size;
+
+    if (size) {
+        for (i = 0; i < len; i += size) {
+            oip_grpc_load_int(dt, p + i, &v, &u);
+
+            if (st->o == NULL) {
+                st->len += oip_pb_varint_len(u);
+                continue;
+            }
+
+            b = oip_pb_varint_put(buf, u);
+            st->len += b - buf;
+
+            if (oip_out_write(st->o, buf, b - buf) != 0) {
+                return -1;
+            }
+        }
+
+        return 0;
+    }
+
+    /* BYTES: each element's 4-byte length, then its bytes, cut anywhere */
+
+    while (len) {
+        if (st->nel < 4) {
+            st->el[st->nel++] = *p++;
+            len--;
+
+            if (st->nel < 4) {
+                continue;
+            }
+
+            st->left = (uint64_t) st->el[0] | (uint64_t) st->el[1] << 8
+                       | (uint64_t) st->el[2] << 16
+                       | (uint64_t) st->el[3] << 24;
+
+            b = buf;
+            *b++ = 8 << 3 | OIP_PB_LEN;
+            b = oip_pb_varint_put(b, st->left);
+            st->len += (b - buf) + st->left;
+
+            if (st->o && oip_out_write(st->o, buf, b - buf) != 0) {
+                return -1;
+            }
+
+        } else {
+            n = (size_t) oip_min(st->left, len);
+
+            if (st->o && oip_out_ref(st->o, p, n) != 0) {
+                return -1;
+            }
+
+            p += n;
+            len -= n;
+            st->left -= n;
+        }
+
+        if (st->left == 0) {
+            st->nel = 0;
+        }
+    }
+
+    return 0;
+}
+
+
+/*
+ * Typed contents with a sink: the inputs' entries, their contents read
+ * back, and the outputs' are written to the sink's file, which follows
+ * the rest of the message; the head file was the pass's.
+ */
+
+static int
+oip_greq_filed(oip_greq_t *q, uint64_t *len)
+{
+    int        rc;
+    oip_pb_t   w;
+    oip_out_t  o;
+
+    q->c->sink = q->m->body_sink;
+
+    *len = 0;
+    oip_out_init(&o, q->c, 0);
+    oip_out_sink(&o, len);
+
+    memset(&w, 0, sizeof(oip_pb_t));
+    w.o = &o;
+
+    oip_greq_entries(q, &w);
+
+    rc = (w.err || oip_out_cut(&o) != 0) ? -1 : 0;
+
+    oip_free(q->c, o.block);
+
+    return rc;
+}
+
+
+/* FP32, FP64 and BOOL: packed typed contents as their binary bytes */
+
+static int
+oip_greq_packed(oip_dtype_e dt)
+{
+    return dt == OIP_BOOL || dt == OIP_FP32 || dt == OIP_FP64;
+}
+
+
+/*
+ * With a sink and typed contents (oip_request_process()): the pass
+ * writes each tensor made binary to the head file; the sink's file is
+ * left for the message's entries.
+ */
+
+void
+oip_request_grpc_typed(oip_msg_t *m)
+{
+    m->head = *m->c.sink;
+    m->head.write = m->c.sink->head;
+    m->body_sink = m->c.sink;
+    m->c.sink = &m->head;
+}
+
+
+/*
  * ModelInferRequest: model_name 1, model_version 2, id 3, parameters 4,
- * inputs 5, outputs 6, raw_input_contents 7.
+ * then inputs 5, outputs 6, raw_input_contents 7.
  */
 
 static void
 oip_greq_write(oip_greq_t *q, oip_pb_t *w)
 {
-    size_t    i, k, len;
-    oip_pb_t  count;
-
     oip_pb_str(w, 1, q->g->model, q->g->model_len);
     oip_pb_str(w, 2, q->g->version, q->g->version_len);
     oip_pb_str(w, 3, q->id, q->id_len);
     oip_greq_params_write(w, 4, &q->params, &q->params.slot);
+}
+
+
+/* what follows: the inputs, the outputs, the raw contents */
+
+static void
+oip_greq_entries(oip_greq_t *q, oip_pb_t *w)
+{
+    size_t    i, k, len;
+    oip_pb_t  count;
 
     for (i = 0; i < q->nin; i++) {
         memset(&count, 0, sizeof(oip_pb_t));
@@ -745,6 +1031,7 @@ static size_t
 oip_greq_tensor_write(oip_greq_t *q, oip_pb_t *w, const oip_ginput_t *t)
 {
     size_t    i, start, len;
+    uint64_t  u;
     unsigned  field;
 
     start = w->n;
@@ -786,7 +1073,17 @@ oip_greq_tensor_write(oip_greq_t *q, oip_pb_t *w, const oip_ginput_t *t)
             oip_pb_varint(w, t->typed_len);
         }
 
-        oip_pb_ref(w, t->typed, t->typed_len);
+        if (t->typed || w->o == NULL) {
+            oip_pb_ref(w, t->typed, t->typed_len);
+
+        } else {
+            /* with a sink: read back into the sink's file */
+            w->n += t->typed_len;
+
+            if (!w->err && oip_greq_typed_read(q, t, w->o, &u) != 0) {
+                w->err = 1;
+            }
+        }
     }
 
     return w->n - start;

@@ -100,19 +100,20 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     }
 
     /*
-     * Tensors to the caller's file: REST bodies and raw contents (typed
-     * ones are written from memory); an encoded body inflated to a file
-     * first, if the caller can map it
+     * Tensors to the caller's file: REST bodies, raw contents, typed
+     * ones if the caller can read them back; an encoded body inflated to
+     * a file first, if the caller can map it
      */
 
     if (opt->sink && opt->sink->block >= 64
-        && (opt->grpc == NULL || !opt->grpc->typed)
+        && (opt->grpc == NULL || !opt->grpc->typed
+            || (opt->sink->head && opt->sink->read))
         && (f->encoding == OIP_ENC_NONE || opt->sink->remap))
     {
         c->sink = opt->sink;
         c->told = body;
 
-        if (opt->grpc) {
+        if (opt->grpc && !opt->grpc->typed) {
             rq.m.lead = oip_request_grpc_lead;
         }
     }
@@ -243,6 +244,11 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
             oip_fail(c, 400, OIP_REASON_OTHER, "the request body is empty");
             return res->status = c->status;
         }
+    }
+
+    if (c->sink && opt->grpc && opt->grpc->typed) {
+        /* after any inflating: the pass's tensors to the head file */
+        oip_request_grpc_typed(&rq.m);
     }
 
     /* a body of another form, even if no tensor changes */

@@ -30,7 +30,8 @@ struct ngx_http_oip_spool_s {
     ngx_temp_file_t       *in;         /* an answer held, as it came; a
                                           body inflated */
     ngx_temp_file_t       *out;        /* the converted tensors */
-    ngx_temp_file_t       *head;       /* a JSON too large for memory */
+    ngx_temp_file_t       *head;       /* a JSON too large for memory;
+                                          typed contents' tensors */
     ngx_temp_file_t       *to;         /* the sink writes to: in, out */
     ngx_err_t              err;        /* the write that failed */
     ngx_temp_file_t       *failed_in;  /* ... and its file */
@@ -51,6 +52,8 @@ static int ngx_http_oip_spool_write(void *data, const uint8_t *p,
     size_t len, uint64_t off);
 static int ngx_http_oip_spool_head(void *data, const uint8_t *p,
     size_t len, uint64_t off);
+static int ngx_http_oip_spool_read(void *data, uint8_t *p, size_t len,
+    uint64_t off);
 static int ngx_http_oip_spool_into(ngx_http_oip_spool_t *sp,
     ngx_temp_file_t *tf, const uint8_t *p, size_t len, uint64_t off);
 static ngx_err_t ngx_http_oip_spool_pwrite(ngx_fd_t fd, const u_char *p,
@@ -164,10 +167,9 @@ ngx_http_oip_spool_in(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
 /*
  * A body in nginx's file alone, above oip_buffer, of the call whose
- * tensors the codec writes: not emulated generate (a prompt), not for
- * gRPC's typed contents (written from memory, bounded by
- * oip_grpc_max_message).  A gzip body counts the size its trailer says
- * when that is larger: JSON compresses tenfold and more.
+ * tensors the codec writes: not emulated generate (a prompt).  A gzip
+ * body counts the size its trailer says when that is larger: JSON
+ * compresses tenfold and more.
  */
 
 static ngx_int_t
@@ -214,12 +216,10 @@ ngx_http_oip_spool_wanted(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     if (ctx->req.rpc != OIP_RPC_MODEL_INFER
         || ctx->req.generate == NGX_HTTP_OIP_GEN_EMULATE
         || (olcf->transport != &ngx_http_oip_http_transport
-            && (olcf->transport != &ngx_http_oip_grpc_transport
-                || olcf->grpc_typed)))
+            && olcf->transport != &ngx_http_oip_grpc_transport))
     {
         ngx_log_debug0(NGX_LOG_DEBUG_HTTP, r->connection->log, 0,
-                       "oip: a large body read into memory: generate or "
-                       "gRPC's typed contents");
+                       "oip: a large body read into memory: generate");
         return NGX_DECLINED;
     }
 
@@ -277,6 +277,7 @@ ngx_http_oip_spool_sink_init(ngx_http_request_t *r, ngx_http_oip_spool_t *sp,
     sp->sink.what = what;
     sp->sink.drop = ngx_http_oip_spool_drop;
     sp->sink.head = ngx_http_oip_spool_head;
+    sp->sink.read = ngx_http_oip_spool_read;
     sp->to = sp->out;
 }
 
@@ -318,6 +319,41 @@ ngx_http_oip_spool_head(void *data, const uint8_t *p, size_t len,
     ngx_http_oip_spool_t *sp = data;
 
     return ngx_http_oip_spool_into(sp, sp->head, p, len, off);
+}
+
+
+/*
+ * In the worker or a thread: gRPC's typed contents read back from the
+ * head file, where the pass wrote the tensors.
+ */
+
+static int
+ngx_http_oip_spool_read(void *data, uint8_t *p, size_t len, uint64_t off)
+{
+    ngx_http_oip_spool_t *sp = data;
+
+    ssize_t  n;
+
+    while (len) {
+        n = pread(sp->head->file.fd, p, len, (off_t) off);
+
+        if (n == -1 && ngx_errno == NGX_EINTR) {
+            continue;
+        }
+
+        if (n <= 0) {
+            /* past the end: what the pass wrote is shorter than said */
+            sp->err = (n == 0) ? EIO : ngx_errno;
+            sp->failed_in = sp->head;
+            return -1;
+        }
+
+        p += n;
+        off += n;
+        len -= n;
+    }
+
+    return 0;
 }
 
 
@@ -477,8 +513,8 @@ ngx_http_oip_spool_done(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     if (sp->err) {
         ngx_log_error(NGX_LOG_ERR, r->connection->log, sp->err,
-                      "oip: writing the converted request to \"%V\" failed",
-                      &sp->failed_in->file.name);
+                      "oip: writing the converted request to \"%V\" (or "
+                      "reading it back) failed", &sp->failed_in->file.name);
     }
 
     (void) madvise(sp->map, sp->map_len, MADV_DONTNEED);

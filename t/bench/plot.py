@@ -171,7 +171,9 @@ SPOOL = [("memory", "JSON request made binary, in memory"),
          ("ammem", "mixed answer, its JSON header in memory"),
          ("amfile", "... in a file of its own (oip_buffer 16m)"),
          ("gmemory", "JSON request made gRPC, in memory"),
-         ("grpc", "... its raw contents from a file (oip_buffer 16m)")]
+         ("grpc", "... its raw contents from a file (oip_buffer 16m)"),
+         ("gtmemory", "INT32 request made gRPC typed, in memory"),
+         ("gtyped", "... read back through files (oip_buffer 16m)")]
 
 
 def spool(data, out, work):
@@ -194,7 +196,7 @@ def spool(data, out, work):
     gnuplot("""
 set terminal pngcairo noenhanced size 900,560 font ',10'
 set output '%s'
-set title 'a worker converting one FP32 request or answer (0.1: none)'
+set title 'a worker converting one request or answer (0.1: none)'
 set xlabel 'body (MB)'
 set ylabel 'peak RSS growth (MB)'
 set logscale xy

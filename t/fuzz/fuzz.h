@@ -234,6 +234,22 @@ fz_spool_head(void *data, const uint8_t *p, size_t len, uint64_t off)
 }
 
 
+/* the head file's bytes read back: only what was written, whole pieces */
+
+static int
+fz_spool_read(void *data, uint8_t *p, size_t len, uint64_t off)
+{
+    fz_spool_t *fs = data;
+
+    fz_assert(len > 0 && off <= fs->head.len && len <= fs->head.len - off,
+              "read back what was not written");
+
+    memcpy(p, fs->head.data + off, len);
+
+    return 0;
+}
+
+
 static void
 fz_spool_behind(void *data, const uint8_t *p)
 {
@@ -294,6 +310,7 @@ fz_spool_init(oip_sink_t *sink, fz_spool_t *fs, size_t len)
 
     /* a head file, or the JSON in memory, by the body's length too */
     sink->head = (len & 8) ? fz_spool_head : NULL;
+    sink->read = (len & 8) ? fz_spool_read : NULL;
 }
 
 

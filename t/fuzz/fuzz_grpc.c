@@ -9,9 +9,10 @@
  * REST, which the REST pipeline must then read as it is.  Requests: a
  * body through oip_request_process() with opt.grpc (inputs binary),
  * which writes the ModelInferRequest from its items: its frame prefix
- * must say its length; without failed allocations, raw contents once
- * more with a sink of a small block (oip_buffer's path): the same
- * verdict and the same message, its raw contents in the sink's file.
+ * must say its length; without failed allocations, once more with a
+ * sink of a small block (oip_buffer's path): the same verdict and the
+ * same message, its raw contents, or its inputs' and outputs' entries
+ * with typed contents, in the sink's file.
  *
  * The input: a config of FZ_GRPC_CONFIG bytes, then the body.
  *
@@ -221,7 +222,8 @@ fz_grpc_request(const u_char *c, const u_char *p, size_t len, arena_t *arena,
 
     fz_status_check(&call, arena, 400);
 
-    if (!g.typed && !(c[0] & 0x08)) {
+    /* typed contents go through files with a head file (len & 8) */
+    if (!(c[0] & 0x08) && (!g.typed || (len & 8))) {
         fz_grpc_sink_same(&call, &opt, &framing, p, len);
     }
 

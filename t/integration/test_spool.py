@@ -1171,6 +1171,14 @@ class Memory(GatewayTestCase):
             rewrite ^/gbig(/.*)$ $1 break;
             grpc_pass grpc://127.0.0.1:{grpc};
         }}
+        location /gtbig/ {{
+            oip on;
+            oip_upstream_protocol grpc;
+            oip_grpc_contents typed;
+            oip_grpc_max_message 1024m;
+            rewrite ^/gtbig(/.*)$ $1 break;
+            grpc_pass grpc://127.0.0.1:{grpc};
+        }}
 """
         grpc_port, grpc_server = grpc_drop_server()
         cls._stoppers.append(lambda: grpc_server.stop(None))
@@ -1209,6 +1217,30 @@ class Memory(GatewayTestCase):
         pid, before = self.reset_peak()
         st, _, out = self.ngx.post("/gbig/v2/models/m/infer", body,
                                    timeout=120)
+        self.assertEqual(st, 200, out)
+        grown = status_kb(pid, "VmHWM") - before
+        self.assertLessEqual(grown, 64 * 1024,
+                             "the worker grew by %d KB" % grown)
+        self.assertEqual(files_left(self.ngx), 0)
+
+    def test_grpc_typed_rss_80mb(self):
+        """An 80 MB body translated to gRPC's typed contents: 16 MB of
+        INT32 JSON data, then a 64 MB INT32 chunk, their negatives ten
+        bytes each (a 130 MB message); the JSON data read back from the
+        head file, the chunk read twice (measured, then written) where
+        it lies, its pages let go each time: the worker grown by 64 MB
+        at most (34 MB; in memory: 225 MB)."""
+        unit = b"1,-3,100000,-7,"
+        n = (16 << 20) // len(unit)
+        count = 16 << 20
+        head = (b'{"inputs":[{"name":"I","datatype":"INT32","shape":[%d],'
+                b'"data":[%s]},{"name":"K","datatype":"INT32","shape":[%d],'
+                b'"parameters":{"binary_data_size":%d}}]}'
+                % (4 * n, (unit * n)[:-1], count, 4 * count))
+        chunk = struct.pack("<4i", 1, -3, 100000, -7) * (count // 4)
+        pid, before = self.reset_peak()
+        st, _, out = self.ngx.post("/gtbig/v2/models/m/infer", head + chunk,
+                                   {IHCL: str(len(head))}, timeout=120)
         self.assertEqual(st, 200, out)
         grown = status_kb(pid, "VmHWM") - before
         self.assertLessEqual(grown, 64 * 1024,
@@ -1480,8 +1512,9 @@ class Grpc(LogCase):
     byte the one memory writes (the example gRPC runtime keeps each
     message as its bytes came: OIP_GOLDEN_DIR).  oip_grpc_max_message
     and a late refusal refuse as in memory, with nothing sent; the
-    client's deadline goes upstream as what is left of it; typed
-    contents stay in memory."""
+    client's deadline goes upstream as what is left of it.  Typed
+    contents too: the pass's tensors are read back from the head file,
+    the inputs' and outputs' entries written to the converted one."""
 
     @classmethod
     def setUpGateway(cls):
@@ -1510,9 +1543,11 @@ class Grpc(LogCase):
                         "oip_raw_input INPUT0 FP32 -1;")
                   + loc("fsmall", "64k", most="1m")
                   + loc("msmall", "1024m", most="1m")
-                  + loc("ftyped", "64k", "rt", "oip_grpc_contents typed;")
+                  + loc("ftyped", "64k", "rt", "oip_grpc_contents typed; "
+                        "oip_thread_pool oip threshold=64k;")
                   + loc("mtyped", "1024m", "rt", "oip_grpc_contents typed;"))
-        cls.ngx = cls.start_nginx(server, log_level="debug", rt=cls.rt.port)
+        cls.ngx = cls.start_nginx(server, main=MAIN, log_level="debug",
+                                  rt=cls.rt.port)
         cls.n = 0
 
     @classmethod
@@ -1607,27 +1642,53 @@ class Grpc(LogCase):
             self.assertEqual(got[2], want[2])
             self.assertEqual(files_left(self.ngx), 0)
 
-    def test_deadline_and_typed(self):
+    def test_deadline(self):
         """What is left of the client's timeout is written into the
-        message's JSON-free part, in memory; typed contents take the
-        memory path, converted the same."""
+        message's part in memory, raw contents or typed."""
         rnd = random.Random(44)
         body = json.dumps({"parameters": {"timeout": 60000000},
                            "inputs": [
             {"name": "A", "datatype": "FP32", "shape": [30000],
              "data": values("FP32", 30000, rnd)}]}).encode()
-        st, _, out, _, mapped = self.post("files", body)
-        self.assertEqual((st, mapped), (200, True), out[:300])
-        left = self.rt.received()[-1]["parameters"]["timeout"]
-        self.assertEqual(left["kind"], "int64_param")
-        self.assertLess(left["value"], 60000000)
-        self.assertGreater(left["value"], 30000000)
-        got = self.post("ftyped", body)
-        want = self.post("mtyped", body)
-        self.assertEqual((got[0], got[4]), (200, False), got[2][:300])
-        self.assertEqual(got[2], want[2])
-        self.assertEqual(self.rt.received()[-1]["inputs"][0]["carrier"],
-                         "typed")
+        for path, carrier in (("files", "raw"), ("ftyped", "typed")):
+            st, _, out, _, mapped = self.post(path, body)
+            self.assertEqual((st, mapped), (200, True), out[:300])
+            got = self.rt.received()[-1]
+            self.assertEqual(got["inputs"][0]["carrier"], carrier)
+            left = got["parameters"]["timeout"]
+            self.assertEqual(left["kind"], "int64_param")
+            self.assertLess(left["value"], 60000000)
+            self.assertGreater(left["value"], 30000000)
+        self.assertEqual(files_left(self.ngx), 0)
+
+    def test_typed(self):
+        """Typed contents through files, byte for byte memory's: every
+        datatype gRPC types, the integers' varints measured before they
+        are written (negatives take ten bytes), BYTES a field each;
+        binary chunks typed from where they lie; a gzip body; in a
+        thread; FP16, which has no typed field, refused as in memory."""
+        rnd = random.Random(46)
+        inputs = [t for t in every_datatype(rnd)
+                  if t["datatype"] not in ("FP16", "BF16")]
+        body = json.dumps({"id": "typed", "parameters": {"k": "v"},
+                           "inputs": inputs,
+                           "outputs": [{"name": "IN_INT8"},
+                                       {"name": "IN_BYTES"}]}).encode()
+        start = self.log_size()
+        self.same("ftyped", "mtyped", body)
+        self.assertIn("converted in a thread", self.log_since(start))
+        got = self.rt.received()[-2]
+        self.assertEqual({i["carrier"] for i in got["inputs"]}, {"typed"})
+        ins = mixed_inputs(rnd)
+        body, hdrs = binary_request([i for i in ins if i[1] != "FP16"])
+        self.same("ftyped", "mtyped", body, hdrs)
+        self.same("ftyped", "mtyped", gzip.compress(body),
+                  dict(hdrs, **{"Content-Encoding": "gzip"}))
+        body, hdrs = binary_request(ins)
+        got = self.post("ftyped", body, hdrs)
+        want = self.post("mtyped", body, hdrs)
+        self.assertJSONError(got[:3], 400, "no typed contents field")
+        self.assertEqual((got[2], got[3], got[4]), (want[2], None, True))
         self.assertEqual(files_left(self.ngx), 0)
 
     def test_stream(self):
