@@ -13,7 +13,8 @@
 #           nginx 1.26.3 built from Debian 13's source with the module,
 #           the module against 1.26.3 without threads (compiled)
 #           the integration tests through 1.26.3             pass "next"
-#           each fuzz target for FUZZ_SECONDS (20), beside that pass
+#           each fuzz target for FUZZ_SECONDS (20), then the ASan
+#           build, beside that pass
 #           the load test                                    pass "plain"
 #           the module with ASan+UBSan, integration and load pass "asan"
 #           nginx under valgrind memcheck, the same          pass "valgrind"
@@ -158,14 +159,17 @@ do_test() {
     build_next
     build_no_threads
 
-    # The fuzzers, one core's work, beside the next pass, whose tests
-    # mostly wait on sockets (and measure no time: plain_only): their
-    # report follows it.  Both are waited for, whatever fails.
+    # The fuzzers, one core's work, then the ASan build, beside the next
+    # pass, whose tests mostly wait on sockets (and measure no time:
+    # plain_only): their report follows it.  Both are waited for,
+    # whatever fails.
     phase "fuzzing, ${FUZZ_SECONDS:-20} s a target (libFuzzer, ASan+UBSan), \
-beside the next pass"
+then the ASan build, beside the next pass"
     mkdir -p "$BUILD/logs"
-    do_fuzz -max_total_time="${FUZZ_SECONDS:-20}" \
-        > "$BUILD/logs/fuzz.log" 2>&1 &
+    {
+        do_fuzz -max_total_time="${FUZZ_SECONDS:-20}"
+        do_build_asan
+    } > "$BUILD/logs/fuzz.log" 2>&1 &
     fuzz=$!
     rc=0
     if [ ${#INTEGRATION[@]} -ne 0 ]; then
@@ -173,14 +177,13 @@ beside the next pass"
             run_py "integration tests: nginx $NEXT_VERSION" \
             "${INTEGRATION[@]}" || rc=1
     fi
-    phase "the fuzzers' report"
+    phase "the fuzzers' report, the ASan build's"
     wait "$fuzz" || rc=1
     cat "$BUILD/logs/fuzz.log" >&2
     [ $rc -eq 0 ] || exit 1
 
     [ ${#LOAD[@]} -eq 0 ] || run_py "load test: real nginx" "${LOAD[@]}"
 
-    do_build_asan
     with_asan run_py "the module with ASan+UBSan in stock nginx" "${all[@]}"
     with_valgrind run_py "nginx under valgrind memcheck" "${all[@]}"
     phase "all tests passed"

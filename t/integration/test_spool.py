@@ -187,6 +187,11 @@ class Spool(LogCase):
             location("mraw", "rec", "1024m", "binary",
                      "oip_raw_input INPUT0 FP32 -1;"),
             location("gone", "dead", "64k"),
+            # small limits: a gzip bomb refused after 8 MB inflated
+            location("sbomb", "rec", "64k", "binary",
+                     "oip_max_json_size 4m; oip_max_tensor_size 4m;"),
+            location("mbomb", "rec", "1024m", "binary",
+                     "oip_max_json_size 4m; oip_max_tensor_size 4m;"),
             # a peer that refuses first, then the recorder: a retry
             location("sretry", "rec", "64k", "keep").replace(
                 "http://127.0.0.1:{rec}/", "http://retry/"),
@@ -344,20 +349,21 @@ class Spool(LogCase):
         self.same("spool", "memory", body, {"Content-Encoding": "deflate"})
         # refused as in memory, word for word
         bad = gzip.compress(plain)
-        for body, status in (
-                (bad[:-30] + bytes(30), 400),
-                (bad[:len(bad) // 2] + bad[-8:], 400),
-                (bad[:-8] + bytes(4) + bad[-4:], 400),
-                (gzip.compress(b" " * (130 * 1024 * 1024) + plain), 413)):
+        for body, status, paths in (
+                (bad[:-30] + bytes(30), 400, ("spool", "memory")),
+                (bad[:len(bad) // 2] + bad[-8:], 400, ("spool", "memory")),
+                (bad[:-8] + bytes(4) + bad[-4:], 400, ("spool", "memory")),
+                (gzip.compress(b" " * (9 * 1024 * 1024) + plain), 413,
+                 ("sbomb", "mbomb"))):
             got = []
-            for path in ("spool", "memory"):
+            for path in paths:
                 self.rec.clear()
                 start = self.log_size()
                 resp = self.ngx.post("/%s/v2/models/m/infer" % path, body,
                                      {"Content-Encoding": "gzip"})
                 self.assertJSONError(resp, status)
                 self.assertEqual("bytes mapped" in self.log_since(start),
-                                 path == "spool")
+                                 path[0] == "s")
                 self.assertEqual(self.rec.requests, [])
                 got.append(resp[2])
             self.assertEqual(got[0], got[1])
