@@ -531,7 +531,9 @@ ngx_http_oip_process_done(ngx_http_request_t *r, ngx_http_oip_run_t *run)
 
     ctx->vars.request_usec += run->usec;
 
-    ngx_http_oip_spool_done(r, ctx, run->rc, &run->res);
+    if (ctx->spool) {
+        ngx_http_oip_spool_done(r, ctx, run->rc, &run->res);
+    }
 
     return ngx_http_oip_processed(r, ctx, run->rc, &run->res);
 }

@@ -671,8 +671,9 @@ ngx_http_oip_convert(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     ngx_http_oip_options(r, &run.opt);
 
-    rc = ngx_http_oip_spool_answer(r, ctx, &run.body, &run.len,
-                                   &run.opt.sink);
+    rc = ctx->ans.spool ? ngx_http_oip_spool_answer(r, ctx, &run.body,
+                                                    &run.len, &run.opt.sink)
+                        : NGX_DECLINED;
 
     if (rc == NGX_ABORT) {
         return ngx_http_oip_answer_failed(r, ctx,

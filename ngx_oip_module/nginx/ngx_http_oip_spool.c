@@ -89,12 +89,13 @@ ngx_http_oip_spool_in(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_http_oip_spool_t      *sp;
     ngx_http_core_loc_conf_t  *clcf;
 
-    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
     ctx->spool = NULL;
 
     if (ngx_http_oip_spool_wanted(r, ctx, framing, &total) != NGX_OK) {
         return NGX_DECLINED;
     }
+
+    clcf = ngx_http_get_module_loc_conf(r, ngx_http_core_module);
 
     file = r->request_body->bufs->buf->file;
 
@@ -183,13 +184,14 @@ ngx_http_oip_spool_wanted(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     ngx_http_oip_loc_conf_t   *olcf;
 
     rb = r->request_body;
-    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
     if (rb == NULL || rb->temp_file == NULL || rb->bufs == NULL
         || rb->bufs->next != NULL || !rb->bufs->buf->in_file)
     {
         return NGX_DECLINED;
     }
+
+    olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
     b = rb->bufs->buf;
     *total = b->file_last - b->file_pos;
@@ -669,6 +671,11 @@ ngx_http_oip_spool_may(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
 
     olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
+    if (len >= 0 && len <= (off_t) olcf->buffer) {
+        /* it fits: neither flows nor goes to a file (most answers) */
+        return 0;
+    }
+
     ctx->ans.may_spool = (r == r->main
                           && r->headers_out.status == NGX_HTTP_OK
                           && ctx->req.transport == &ngx_http_oip_http_transport
@@ -698,11 +705,13 @@ ngx_http_oip_spool_hold(ngx_http_request_t *r, ngx_http_oip_ctx_t *ctx,
     sp = ctx->ans.spool;
 
     if (sp == NULL) {
+        if (!ctx->ans.may_spool || ctx->ans.may_flow) {
+            return NGX_DECLINED;
+        }
+
         olcf = ngx_http_get_module_loc_conf(r, ngx_http_oip_module);
 
-        if (!ctx->ans.may_spool || ctx->ans.may_flow
-            || ctx->ans.len + len <= olcf->buffer)
-        {
+        if (ctx->ans.len + len <= olcf->buffer) {
             return NGX_DECLINED;
         }
 
