@@ -353,6 +353,16 @@ def convert(ngx, path, body, headers=None):
     raise RuntimeError("no access log line")
 
 
+def request_row(ngx, rows, walls, path, mb, body, headers=None, key=None):
+    """One request's row, printed and kept under key (path)."""
+    key = key or path
+    g, s, w = convert(ngx, path, body, headers)
+    rows.append((key, mb, g, s))
+    walls[(key, mb)] = w
+    print("%-8s %8d %14.1f %12.3f %12.3f" % (key, mb, g, s, w))
+    sys.stdout.flush()
+
+
 def main():
     up = drop_server()
     grpc_port, grpc_server = grpc_drop_server()
@@ -383,33 +393,17 @@ def main():
             # file first
             body = gzip.compress(body, 1)
             for path in ("memory", "spool"):
-                g, s, w = convert(ngx, path, body,
-                                  {"Content-Encoding": "gzip"})
-                rows.append(("gz" + path, mb, g, s))
-                walls[("gz" + path, mb)] = w
-                print("%-8s %8d %14.1f %12.3f %12.3f"
-                      % ("gz" + path, mb, g, s, w))
-                sys.stdout.flush()
+                request_row(ngx, rows, walls, path, mb, body,
+                            {"Content-Encoding": "gzip"}, "gz" + path)
             # translated to gRPC: one ModelInferRequest, its raw
-            # contents from memory or from the converted file
+            # contents from memory or from the converted file; typed
+            # contents, built in memory or read back
             if mb <= GRPC_MB:
-                body = body_of(mb)
-                for path in ("gmemory", "grpc"):
-                    g, s, w = convert(ngx, path, body)
-                    rows.append((path, mb, g, s))
-                    walls[(path, mb)] = w
-                    print("%-8s %8d %14.1f %12.3f %12.3f"
-                          % (path, mb, g, s, w))
-                    sys.stdout.flush()
-                # typed contents: built in memory, or read back
-                body = int_body_of(mb)
-                for path in ("gtmemory", "gtyped"):
-                    g, s, w = convert(ngx, path, body)
-                    rows.append((path, mb, g, s))
-                    walls[(path, mb)] = w
-                    print("%-8s %8d %14.1f %12.3f %12.3f"
-                          % (path, mb, g, s, w))
-                    sys.stdout.flush()
+                for paths, body in ((("gmemory", "grpc"), body_of(mb)),
+                                    (("gtmemory", "gtyped"),
+                                     int_body_of(mb))):
+                    for path in paths:
+                        request_row(ngx, rows, walls, path, mb, body)
             del body
         print("%-8s %8s %14s %12s %12s" % ("answer", "MB", "RSS growth MB",
                                            "first byte s", "last byte s"))
