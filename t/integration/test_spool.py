@@ -1739,7 +1739,24 @@ class DiskFull(GatewayTestCase):
                            "            proxy_temp_path %s;\n"
                            "            proxy_max_temp_file_size 0;"
                            % cls.mnt)
-        cls.ngx = cls.start_nginx(server, rec=cls.rec.port)
+        # gRPC's typed contents: the head file and the converted one there
+        server += """
+        location /gfull/ {{
+            oip on;
+            oip_upstream_protocol grpc;
+            oip_grpc_contents typed;
+            oip_grpc_max_message 64m;
+            oip_buffer 64k;
+            client_body_buffer_size 16k;
+            client_body_temp_path %s;
+            client_max_body_size 8m;
+            rewrite ^/gfull(/.*)$ $1 break;
+            grpc_pass grpc://127.0.0.1:{grpc};
+        }}
+""" % cls.mnt
+        grpc_port, cls.grpc = grpc_drop_server()
+        cls._stoppers.append(lambda: cls.grpc.stop(None))
+        cls.ngx = cls.start_nginx(server, rec=cls.rec.port, grpc=grpc_port)
 
     @classmethod
     def unmount(cls):
@@ -1768,6 +1785,28 @@ class DiskFull(GatewayTestCase):
             self.rec.last()["headers"][IHCL.lower()]), 100000)
         self.assertIn("writing the converted request", self.ngx.log())
 
+
+    def test_disk_full_typed(self):
+        """gRPC's typed contents: a 1.8 MB body's INT8 fit in the head
+        file, their varints (ten bytes for -1: 6 MB) not in the converted
+        one: a JSON 500, nothing sent, the files gone; then a body that
+        fits passes."""
+        if not self.mounted:
+            self.skipTest("no tmpfs can be mounted here (not root)")
+        big, small = [(b'{"inputs":[{"name":"I","datatype":"INT8",'
+                       b'"shape":[%d],"data":[' % n
+                       + b",".join([b"-1"] * n) + b"]}]}")
+                      for n in (600000, 100000)]
+        resp = self.ngx.post("/gfull/v2/models/m/infer", big)
+        self.assertJSONError(resp, 500, "temporary file")
+        self.assertEqual(self.grpc.calls, [])
+        self.assertEqual(files_left(self.ngx), 0)
+        st, _, out = self.ngx.post("/gfull/v2/models/m/infer", small)
+        self.assertEqual(st, 200, out)
+        # 100,000 varints of ten bytes, and the rest of the message
+        self.assertEqual(len(self.grpc.calls), 1)
+        self.assertGreater(self.grpc.calls[0], 1000000)
+        self.assertEqual(files_left(self.ngx), 0)
 
     def test_disk_full_answer(self):
         """An answer that does not fit on the disk (3 MB), and one that

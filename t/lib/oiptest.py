@@ -201,11 +201,13 @@ class GrpcRuntime:
 def grpc_drop_server():
     """A gRPC upstream that takes each ModelInferRequest as bytes, never
     parsed, and answers a ModelInferResponse of its model's name alone,
-    in this process: (port, server; server.stop(None) ends it)."""
+    in this process: (port, server; server.stop(None) ends it; the
+    length of each message it took in server.calls)."""
     import grpc
     from concurrent import futures
 
     def infer(request, context):
+        server.calls.append(len(request))
         return b"\x0a\x01m"
 
     handler = grpc.method_handlers_generic_handler(
@@ -214,6 +216,7 @@ def grpc_drop_server():
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=2),
                          options=[("grpc.max_receive_message_length", -1)])
     server.add_generic_rpc_handlers((handler,))
+    server.calls = []
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     return port, server
