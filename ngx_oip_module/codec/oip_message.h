@@ -284,6 +284,7 @@ int oip_item_copy(oip_msg_t *m, oip_item_t *it);
 int oip_item_measure(oip_msg_t *m, const uint8_t *at, const oip_tensor_t *t,
     uint64_t *len);
 void oip_msg_sunk(oip_msg_t *m, oip_out_t *o);
+void oip_msg_head_sink(oip_msg_t *m);
 int oip_msg_chunks_spooled(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
 int oip_msg_chunks_planned(oip_msg_t *m, oip_out_t *o, oip_result_t *res);
 

@@ -145,7 +145,7 @@ oip_request_grpc(oip_msg_t *m, oip_result_t *res)
     q.c = &m->c;
 
     /* with a sink, the raw contents are in its file, after the rest;
-     * typed ones in the head file, read back (oip_request_grpc_typed()) */
+     * typed ones in the head file, read back (oip_request_process()) */
     q.sunk = (m->c.sink != NULL && m->lead != NULL);
     q.filed = (m->c.sink != NULL && q.g->typed);
     spooled = q.sunk ? m->sink_off : 0;
@@ -943,22 +943,6 @@ static int
 oip_greq_packed(oip_dtype_e dt)
 {
     return dt == OIP_BOOL || dt == OIP_FP32 || dt == OIP_FP64;
-}
-
-
-/*
- * With a sink and typed contents (oip_request_process()): the pass
- * writes each tensor made binary to the head file; the sink's file is
- * left for the message's entries.
- */
-
-void
-oip_request_grpc_typed(oip_msg_t *m)
-{
-    m->head = *m->c.sink;
-    m->head.write = m->c.sink->head;
-    m->body_sink = m->c.sink;
-    m->c.sink = &m->head;
 }
 
 

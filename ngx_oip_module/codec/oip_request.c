@@ -247,8 +247,12 @@ oip_request_process(oip_result_t *res, const oip_alloc_t *a,
     }
 
     if (c->sink && opt->grpc && opt->grpc->typed) {
-        /* after any inflating: the pass's tensors to the head file */
-        oip_request_grpc_typed(&rq.m);
+        /*
+         * after any inflating: the pass's tensors to the head file, read
+         * back when their entries are written, which go to the sink's
+         * file (oip_pb_request.c)
+         */
+        oip_msg_head_sink(&rq.m);
     }
 
     /* a body of another form, even if no tensor changes */

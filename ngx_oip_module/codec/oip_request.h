@@ -102,11 +102,5 @@ int oip_request_grpc(oip_msg_t *m, oip_result_t *res);
  */
 size_t oip_request_grpc_lead(uint64_t len);
 
-/*
- * With a sink and typed contents: the pass's tensors go to the sink's
- * head file as binary, to be read back when their entries are written.
- */
-void oip_request_grpc_typed(oip_msg_t *m);
-
 
 #endif /* _OIP_REQUEST_H_INCLUDED_ */

@@ -291,15 +291,29 @@ oip_msg_sunk(oip_msg_t *m, oip_out_t *o)
         return;
     }
 
-    m->head = *sink;
-    m->head.write = sink->head;
-    m->head_off = 0;
-
-    m->body_sink = sink;
-    m->c.sink = &m->head;
+    oip_msg_head_sink(m);
     m->headed = 1;
 
     oip_out_sink(o, &m->head_off);
+}
+
+
+/*
+ * The sink swapped for a copy of it that writes to its head file, from
+ * offset 0, the body's kept for later (a copy in the message: no pointer
+ * to a dead frame is left if the build fails): a JSON header too large
+ * for memory, or gRPC's typed contents' tensors, read back.
+ */
+
+void
+oip_msg_head_sink(oip_msg_t *m)
+{
+    m->head = *m->c.sink;
+    m->head.write = m->c.sink->head;
+    m->head_off = 0;
+
+    m->body_sink = m->c.sink;
+    m->c.sink = &m->head;
 }
 
 
