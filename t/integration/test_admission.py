@@ -38,7 +38,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from oiptest import (MODULE, SINGLE, SLOW, GatewayTestCase, Nginx, heavy,
-                     plain_only, run_tests, wait_for)
+                     plain_only, run_tests, unhurried, wait_for)
 from test_examples import nginx_t
 from test_signatures import META, Hooks
 
@@ -295,6 +295,7 @@ class Admission(GatewayTestCase):
         self.assertEqual(self.highwater(model)["served"], 2)
         return self.assertJSONError(answers[1], 429)
 
+    @unhurried
     def test_queue_full(self):
         msg = self.full("q1", "qm", 4)
         self.assertEqual(msg, "model 'qm' is over its admission budget "
@@ -366,6 +367,7 @@ class Admission(GatewayTestCase):
                          lambda v: len(v) > n)
         self.assertEqual(lines[-1][2], "cancelled")
 
+    @unhurried
     def test_cancelled_http11(self):
         self.cancelled(lambda: self.leave("cancel", "xm", 0.4))
         # under "_other" while the model has not earned its label yet
@@ -466,6 +468,7 @@ class Admission(GatewayTestCase):
         self.assertEqual(m.get('oip_inflight_bytes{model="cm"}'), 0)
         self.assertIn('oip_queue_seconds_count{model="cm"}', m)
 
+    @unhurried
     def test_cancelled_http2_stream_reset(self):
         """RST_STREAM on a connection that stays open until the runtime
         has answered the request ahead: the reset alone cancels it."""
@@ -592,6 +595,7 @@ class RuntimeOverload(GatewayTestCase):
         return self.ngx.post("/%s/v2/models/%s/infer" % (path, model),
                              body())
 
+    @unhurried
     def test_triton_queue_full(self):
         for path in ("rewrite", "pass"):
             with self.subTest(path=path):

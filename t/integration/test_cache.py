@@ -22,7 +22,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from oiptest import (GatewayTestCase, IHCL, SLOW, binary_body, run_tests,
-                     split_binary)
+                     split_binary, unhurried)
 from test_signatures import Hooks
 
 # the documented configuration, line by line (docs/operations.md)
@@ -368,6 +368,7 @@ class EachLine(GatewayTestCase):
             t.join()
         return len(self.slow.requests)
 
+    @unhurried
     def test_lock(self):
         self.assertEqual(self.concurrent("/lock/"), 1)
         self.assertGreater(self.concurrent("/nolock/"), 1)

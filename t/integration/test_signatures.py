@@ -25,7 +25,8 @@ import urllib.request
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from oiptest import (GatewayTestCase, IHCL, SINGLE, SLOW, binary_body,
-                     free_port, run_tests, split_binary, wait_for)
+                     free_port, run_tests, split_binary, unhurried,
+                     wait_for)
 
 SIMPLE_IN = [
     {"name": "INPUT0", "shape": [1, 16], "datatype": "INT32",
@@ -292,6 +293,7 @@ class Signatures(GatewayTestCase):
         st, _, body = self.infer("old", "simple", {"inputs": SIMPLE_IN})
         self.assertEqual(st, 200, body)
 
+    @unhurried
     def test_fetches_capped(self):
         """64 fetches in flight at most in a worker: random model names
         and a slow metadata endpoint cannot park requests without end."""
@@ -466,6 +468,7 @@ class Signatures(GatewayTestCase):
             "inputs": SIMPLE_IN}), 503, "the signature of model 'simple' "
             "is not available")
 
+    @unhurried
     def test_metadata_slow(self):
         self.hooks.fault("simple", "slow", 2)
         st, _, body = self.infer("slow", "simple", {"inputs": SIMPLE_IN})
@@ -582,6 +585,7 @@ class SharedZone(GatewayTestCase):
             t.join()
         return out
 
+    @unhurried
     def test_concurrent_first_requests(self):
         """One fetch per worker and key: the others wait for it."""
         self.hooks.model("conc", [("INPUT0", "INT32", [1, 16]),
@@ -617,6 +621,7 @@ class SharedZone(GatewayTestCase):
     @unittest.skipIf(SINGLE, "nginx reloads in master mode only: as one "
                      "process (valgrind's runs) it answers 500s and mixes "
                      "its log into sockets with plain proxy_pass too")
+    @unhurried
     def test_reload_under_traffic(self):
         self.hooks.model("rl", [("INPUT0", "INT32", [1, 16]),
                                 ("INPUT1", "INT32", [1, 16])])
@@ -643,6 +648,7 @@ class SharedZone(GatewayTestCase):
         self.assertIn("reconfiguring", self.ngx.log())
 
 
+@unhurried
 class Abandoned(GatewayTestCase):
     """The request that owns a fetch goes away: those waiting for it are
     woken, and one of them fetches."""

@@ -25,7 +25,7 @@ import unittest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
 
 from oiptest import (MODULE, SINGLE, SLOW, GatewayTestCase, IHCL,
-                     run_tests, wait_for)
+                     run_tests, unhurried, wait_for)
 from test_examples import nginx_t
 
 MAIN = "thread_pool oip threads=2;"
@@ -299,6 +299,7 @@ def pack_binary(n, seed):
             {IHCL: str(len(header))})
 
 
+@unhurried
 class Reload(GatewayTestCase):
     """A reload while the pool is busy: requests under way finish on the
     old workers, new ones go to the new workers, nobody gets an error."""

@@ -1976,7 +1976,8 @@ def main():
 
     print("oip-runtime (%s) listening on %s:%d"
           % (args.family, args.host, server.server_address[1]), flush=True)
-    server.serve_forever()
+    # polled often: a SIGTERM's shutdown() waits for the poll
+    server.serve_forever(poll_interval=0.05)
     server.server_close()
 
 
