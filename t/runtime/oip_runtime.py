@@ -1175,6 +1175,38 @@ class Handler(BaseHTTPRequestHandler):
         if self.server.verbose:
             sys.stderr.write("runtime: " + fmt % args + "\n")
 
+    # A connection the answer closes is said so, as each family's server
+    # says it: libevhtp (Triton, evhtp.c's reply headers) answers an
+    # HTTP/1.0 request in HTTP/1.0 and a 1.1 one that asked to close
+    # with "Connection: close"; h11 (uvicorn: KServe, MLServer) says
+    # "connection: close" to both.  http.server closes without a word,
+    # and a keepalive pool that kept the connection met the close on its
+    # next request (nginx: "upstream prematurely closed connection").
+    said_connection = False
+    said_10 = False
+
+    def send_response_only(self, code, message=None):
+        self.said_connection = False
+        self.said_10 = self.request_version == "HTTP/1.0" and \
+            self.server.runtime.family == "triton"
+        if self.said_10:
+            self.protocol_version = "HTTP/1.0"
+        try:
+            super().send_response_only(code, message)
+        finally:
+            self.protocol_version = Handler.protocol_version
+
+    def send_header(self, keyword, value):
+        if keyword.lower() == "connection":
+            self.said_connection = True
+        super().send_header(keyword, value)
+
+    def end_headers(self):
+        if self.close_connection and not self.said_connection and \
+                not self.said_10:
+            self.send_header("Connection", "close")
+        super().end_headers()
+
     # the infer request being answered (a Flight), None for the others
     flight = None
 
